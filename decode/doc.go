@@ -1,0 +1,5 @@
+// Package decode turns pgoutput messages into outbox events. It keeps the
+// relation cache that Relation messages refresh, maps the outbox table's
+// columns to event fields once per relation, and reads Insert tuples. It does
+// no I/O: every function works on the bytes of one XLogData payload.
+package decode

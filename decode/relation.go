@@ -1,0 +1,232 @@
+package decode
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+)
+
+// Type OIDs that change how a column's text form is read.
+const (
+	oidBytea = 17
+	oidJSON  = 114
+	oidJSONB = 3802
+)
+
+// relation is a table described by a Relation message, with the outbox
+// columns' positions resolved once so that each Insert is read in O(columns).
+type relation struct {
+	name    string // schema.table
+	columns []pglogrepl.RelationMessageColumn
+	outbox  bool
+	err     error // why this outbox relation cannot be mapped, reported on each Insert
+
+	id, aggType, aggID, evType, payload int
+	headers, ts                         int // -1 when the table has no such column
+}
+
+func (d *Decoder) newRelation(m *pglogrepl.RelationMessage) *relation {
+	r := &relation{
+		name:   m.Namespace + "." + m.RelationName,
+		outbox: m.Namespace == d.schema && m.RelationName == d.table,
+	}
+	for _, c := range m.Columns {
+		r.columns = append(r.columns, *c)
+	}
+	if !r.outbox {
+		return r
+	}
+	index := func(name string) int {
+		return slices.IndexFunc(r.columns, func(c pglogrepl.RelationMessageColumn) bool { return c.Name == name })
+	}
+	required := []struct {
+		dst  *int
+		name string
+		flag string
+	}{
+		{&r.id, d.cols.ID, "--column-id"},
+		{&r.aggType, d.cols.AggregateType, "--column-aggregate-type"},
+		{&r.aggID, d.cols.AggregateID, "--column-aggregate-id"},
+		{&r.evType, d.cols.EventType, "--column-event-type"},
+		{&r.payload, d.cols.Payload, "--column-payload"},
+	}
+	for _, c := range required {
+		if *c.dst = index(c.name); *c.dst < 0 && r.err == nil {
+			r.err = fmt.Errorf("outbox table %s has no column %q (%s)", r.name, c.name, c.flag)
+		}
+	}
+	r.headers, r.ts = index(d.cols.Headers), index(d.cols.Timestamp)
+	return r
+}
+
+// tuple is the columns of one TupleData, each a slice of the message buffer.
+type tuple struct {
+	kind []byte   // 'n' null, 'u' unchanged toast, 't' text, 'b' binary
+	data [][]byte // the value, for 't' and 'b'
+}
+
+func (t *tuple) read(src []byte, want int) error {
+	if len(src) < 2 {
+		return fmt.Errorf("tuple: %d bytes, want at least 2", len(src))
+	}
+	n := int(binary.BigEndian.Uint16(src))
+	if n != want {
+		return fmt.Errorf("tuple has %d columns, the relation %d", n, want)
+	}
+	src = src[2:]
+	t.kind, t.data = make([]byte, n), make([][]byte, n)
+	for i := range n {
+		if len(src) < 1 {
+			return fmt.Errorf("tuple column %d: truncated", i)
+		}
+		t.kind[i], src = src[0], src[1:]
+		switch t.kind[i] {
+		case pglogrepl.TupleDataTypeNull, pglogrepl.TupleDataTypeToast:
+		case pglogrepl.TupleDataTypeText, pglogrepl.TupleDataTypeBinary:
+			if len(src) < 4 {
+				return fmt.Errorf("tuple column %d: truncated length", i)
+			}
+			l := int(binary.BigEndian.Uint32(src))
+			if l < 0 || len(src)-4 < l {
+				return fmt.Errorf("tuple column %d: length %d exceeds the message", i, l)
+			}
+			t.data[i], src = src[4:4+l], src[4+l:]
+		default:
+			return fmt.Errorf("tuple column %d: unknown kind %q", i, t.kind[i])
+		}
+	}
+	return nil
+}
+
+// event maps a tuple of this outbox relation to an Event that owns its bytes.
+func (r *relation) event(t *tuple) (Event, error) {
+	if r.err != nil {
+		return Event{}, &InvalidRowError{Table: r.name, Reason: r.err.Error()}
+	}
+	var ev Event
+	var err error
+	text := func(i int, dst *string) {
+		if err == nil {
+			var b []byte
+			if b, err = r.value(t, i); err == nil {
+				*dst = string(b)
+			}
+		}
+	}
+	text(r.id, &ev.ID)
+	text(r.aggType, &ev.AggregateType)
+	text(r.aggID, &ev.AggregateID)
+	text(r.evType, &ev.EventType)
+	if err != nil {
+		return Event{}, &InvalidRowError{Table: r.name, ID: ev.ID, Reason: err.Error()}
+	}
+	payload, err := r.value(t, r.payload)
+	if err != nil {
+		return Event{}, &InvalidRowError{Table: r.name, ID: ev.ID, Reason: err.Error()}
+	}
+	if r.columns[r.payload].DataType == oidBytea {
+		if ev.Payload, err = unhexBytea(payload); err != nil {
+			return Event{}, &InvalidRowError{Table: r.name, ID: ev.ID, Reason: err.Error()}
+		}
+	} else {
+		ev.Payload = bytes.Clone(payload)
+	}
+	if r.headers >= 0 && t.kind[r.headers] != pglogrepl.TupleDataTypeNull {
+		if ev.Headers, err = parseHeaders(t.data[r.headers]); err != nil {
+			return Event{}, &InvalidRowError{Table: r.name, ID: ev.ID, Reason: fmt.Sprintf("column %q: %v", r.columns[r.headers].Name, err)}
+		}
+	}
+	if r.ts >= 0 && t.kind[r.ts] == pglogrepl.TupleDataTypeText {
+		ev.Time, _ = parseTimestamp(string(t.data[r.ts])) // unreadable or infinite: commit time
+	}
+	return ev, nil
+}
+
+// value returns the text of column i, which must be present and not NULL.
+func (r *relation) value(t *tuple, i int) ([]byte, error) {
+	name := r.columns[i].Name
+	switch t.kind[i] {
+	case pglogrepl.TupleDataTypeText:
+		return t.data[i], nil
+	case pglogrepl.TupleDataTypeNull:
+		return nil, fmt.Errorf("column %q is NULL", name)
+	case pglogrepl.TupleDataTypeToast:
+		return nil, fmt.Errorf("column %q is an unchanged TOAST value, not sent", name)
+	default:
+		return nil, fmt.Errorf("column %q arrived in binary format; outbox-cdc reads text", name)
+	}
+}
+
+// unhexBytea decodes bytea's text output in hex format (\x0a0b...).
+func unhexBytea(b []byte) ([]byte, error) {
+	if !bytes.HasPrefix(b, []byte(`\x`)) {
+		return nil, fmt.Errorf("bytea payload not in hex format (set bytea_output = 'hex')")
+	}
+	out := make([]byte, hex.DecodedLen(len(b)-2))
+	if _, err := hex.Decode(out, b[2:]); err != nil {
+		return nil, fmt.Errorf("bytea payload: %w", err)
+	}
+	return out, nil
+}
+
+// reservedHeaders are set from the outbox columns; a member of the headers
+// column with one of these names is left out so that consumers see one value.
+var reservedHeaders = map[string]bool{"id": true, "event_type": true, "aggregate_type": true}
+
+// parseHeaders turns a JSON object into headers: a string member gives its
+// value, null is left out, and any other value gives its JSON text.
+func parseHeaders(b []byte) ([]Header, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("want a JSON object: %w", err)
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		if !reservedHeaders[k] {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	hs := make([]Header, 0, len(keys))
+	for _, k := range keys {
+		raw := m[k]
+		switch {
+		case string(raw) == "null":
+			continue
+		case strings.HasPrefix(string(raw), `"`):
+			var s string
+			if err := json.Unmarshal(raw, &s); err != nil {
+				return nil, fmt.Errorf("member %q: %w", k, err)
+			}
+			hs = append(hs, Header{Key: k, Value: []byte(s)})
+		default:
+			hs = append(hs, Header{Key: k, Value: bytes.Clone(raw)})
+		}
+	}
+	return hs, nil
+}
+
+// timestampLayouts are the text forms of timestamptz and timestamp with
+// DateStyle ISO; the replication connection sets it, and TimeZone UTC.
+var timestampLayouts = []string{
+	"2006-01-02 15:04:05.999999999Z07",
+	"2006-01-02 15:04:05.999999999Z07:00",
+	"2006-01-02 15:04:05.999999999Z07:00:00",
+	"2006-01-02 15:04:05.999999999",
+}
+
+func parseTimestamp(s string) (time.Time, error) {
+	for _, layout := range timestampLayouts {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("unreadable timestamp %q", s)
+}

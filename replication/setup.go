@@ -1,0 +1,165 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Target names what outbox-cdc replicates: one table through one
+// publication and one slot.
+type Target struct {
+	Schema, Table string
+	Publication   string
+	Slot          string
+	Columns       []string // required columns of the table
+}
+
+func (t Target) table() string { return pgx.Identifier{t.Schema, t.Table}.Sanitize() }
+
+// Prepare checks the server and the role, makes sure the publication and the
+// slot exist in the expected shape (creating what is missing), and returns
+// the slot's confirmed position: where streaming must start. conn is an
+// ordinary (non-replication) connection. createSlot is false on a reconnect:
+// a slot that vanished since streaming began was dropped by someone, and
+// creating a new one would silently skip the events in between.
+func Prepare(ctx context.Context, conn *pgx.Conn, t Target, createSlot bool) (pglogrepl.LSN, error) {
+	if err := checkServer(ctx, conn); err != nil {
+		return 0, err
+	}
+	if err := checkTable(ctx, conn, t); err != nil {
+		return 0, err
+	}
+	if err := ensurePublication(ctx, conn, t); err != nil {
+		return 0, err
+	}
+	return ensureSlot(ctx, conn, t.Slot, createSlot)
+}
+
+func checkServer(ctx context.Context, conn *pgx.Conn) error {
+	var walLevel string
+	var canReplicate bool
+	err := conn.QueryRow(ctx, `SELECT current_setting('wal_level'), rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user`).Scan(&walLevel, &canReplicate)
+	if err != nil {
+		return fmt.Errorf("read wal_level and role attributes: %w", err)
+	}
+	if walLevel != "logical" {
+		return fmt.Errorf("%w: wal_level is %q; set wal_level = logical in postgresql.conf (or ALTER SYSTEM SET wal_level = logical) and restart Postgres", ErrNotReady, walLevel)
+	}
+	if !canReplicate {
+		return fmt.Errorf("%w: role %q lacks REPLICATION; run ALTER ROLE %s REPLICATION as a superuser", ErrNotReady, conn.Config().User, pgx.Identifier{conn.Config().User}.Sanitize())
+	}
+	return nil
+}
+
+func checkTable(ctx context.Context, conn *pgx.Conn, t Target) error {
+	rows, err := conn.Query(ctx, `
+		SELECT a.attname FROM pg_attribute a
+		WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, t.table())
+	if err != nil {
+		return fmt.Errorf("read columns of %s: %w", t.table(), err)
+	}
+	have, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("read columns of %s: %w", t.table(), err)
+	}
+	if len(have) == 0 {
+		return fmt.Errorf("%w: table %s does not exist; create it (see sql/publication.sql) or set --table", ErrNotReady, t.table())
+	}
+	for _, c := range t.Columns {
+		found := false
+		for _, h := range have {
+			found = found || h == c
+		}
+		if !found {
+			return fmt.Errorf("%w: table %s has no column %q; it has %s", ErrColumnMissing, t.table(), c, strings.Join(have, ", "))
+		}
+	}
+	return nil
+}
+
+func ensurePublication(ctx context.Context, conn *pgx.Conn, t Target) error {
+	var insert bool
+	err := conn.QueryRow(ctx, `SELECT pubinsert FROM pg_publication WHERE pubname = $1`, t.Publication).Scan(&insert)
+	if errors.Is(err, pgx.ErrNoRows) {
+		sql := fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert')", pgx.Identifier{t.Publication}.Sanitize(), t.table())
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			return fmt.Errorf("create publication %q: %w", t.Publication, err)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read publication %q: %w", t.Publication, err)
+	}
+	var carries bool
+	err = conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3)`,
+		t.Publication, t.Schema, t.Table).Scan(&carries)
+	if err != nil {
+		return fmt.Errorf("read tables of publication %q: %w", t.Publication, err)
+	}
+	if !carries || !insert {
+		return fmt.Errorf("%w: publication %q exists but does not publish INSERTs of %s; run ALTER PUBLICATION %s ADD TABLE %s (and SET (publish = 'insert')), or choose another --publication",
+			ErrNotReady, t.Publication, t.table(), pgx.Identifier{t.Publication}.Sanitize(), t.table())
+	}
+	return nil
+}
+
+func ensureSlot(ctx context.Context, conn *pgx.Conn, slot string, create bool) (pglogrepl.LSN, error) {
+	s, err := readSlot(ctx, conn, slot)
+	if errors.Is(err, pgx.ErrNoRows) && !create {
+		return 0, fmt.Errorf("%w: slot %q was dropped while outbox-cdc was streaming from it; events after its last confirmed position may be missing. "+
+			"After reconciling, restart outbox-cdc to create it anew", ErrSlotInvalidated, slot)
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		_, err = conn.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, slot)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "42710" {
+			err = nil // created meanwhile by another instance
+		}
+		if err != nil {
+			return 0, fmt.Errorf("create replication slot %q: %w", slot, err)
+		}
+		s, err = readSlot(ctx, conn, slot)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read replication slot %q: %w", slot, err)
+	}
+	switch {
+	case s.kind != "logical" || s.plugin != "pgoutput":
+		return 0, fmt.Errorf("%w: slot %q is a %s slot with plugin %q, not a logical pgoutput slot; choose another --slot", ErrNotReady, slot, s.kind, s.plugin)
+	case s.database != conn.Config().Database && conn.Config().Database != "":
+		return 0, fmt.Errorf("%w: slot %q belongs to database %q, not %q; choose another --slot", ErrNotReady, slot, s.database, conn.Config().Database)
+	case s.walStatus == "lost" || s.confirmed == 0:
+		return 0, fmt.Errorf("%w: slot %q can no longer stream (wal_status %q): the WAL it needs was removed, so events may be missing. "+
+			"After reconciling, recreate it: SELECT pg_drop_replication_slot('%s'); then restart outbox-cdc", ErrSlotInvalidated, slot, s.walStatus, slot)
+	}
+	return s.confirmed, nil
+}
+
+type slotRow struct {
+	kind, plugin, database, walStatus string
+	confirmed                         pglogrepl.LSN
+}
+
+func readSlot(ctx context.Context, conn *pgx.Conn, slot string) (slotRow, error) {
+	var s slotRow
+	var confirmed *string
+	err := conn.QueryRow(ctx, `
+		SELECT slot_type, coalesce(plugin, ''), coalesce(database, ''), coalesce(wal_status, ''), confirmed_flush_lsn::text
+		FROM pg_replication_slots WHERE slot_name = $1`, slot).
+		Scan(&s.kind, &s.plugin, &s.database, &s.walStatus, &confirmed)
+	if err != nil {
+		return s, err
+	}
+	if confirmed != nil {
+		if s.confirmed, err = pglogrepl.ParseLSN(*confirmed); err != nil {
+			return s, fmt.Errorf("parse confirmed_flush_lsn %q: %w", *confirmed, err)
+		}
+	}
+	return s, nil
+}

@@ -1,0 +1,250 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// Handler receives one pgoutput message, the WALData of one XLogData, in
+// stream order. It runs on the receive loop: while it blocks, nothing more is
+// read, which is how a full in-flight window pauses the stream. ctx ends at
+// the next status deadline: a handler that returns an error after ctx's
+// deadline passed is called again with the same message once status is sent,
+// and must resume where it stopped, not act on the message twice. data stays
+// valid until the handler returns nil.
+type Handler func(ctx context.Context, walStart pglogrepl.LSN, data []byte) error
+
+// Progress tells the stream what it may report to Postgres as flushed.
+type Progress interface {
+	// Confirmed returns the end of the newest transaction whose events are
+	// all acknowledged.
+	Confirmed() pglogrepl.LSN
+	// ConfirmIdle may move the confirmed position to a keepalive's WAL end
+	// when nothing is in flight, and returns the confirmed position.
+	ConfirmIdle(serverWALEnd pglogrepl.LSN) pglogrepl.LSN
+}
+
+// StreamConfig configures a replication session.
+type StreamConfig struct {
+	URL            string // libpq URL or key=value; replication=database is added
+	Slot           string
+	Publication    string
+	StatusInterval time.Duration // longest gap between standby status updates
+	Logger         *slog.Logger
+}
+
+// Stream is one replication connection streaming one slot.
+type Stream struct {
+	cfg      StreamConfig
+	conn     *pgconn.PgConn
+	progress Progress
+	received pglogrepl.LSN // newest WAL position received
+	log      *slog.Logger
+}
+
+// Connect opens the replication connection.
+func Connect(ctx context.Context, cfg StreamConfig, progress Progress) (*Stream, error) {
+	pc, err := pgconn.ParseConfig(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("parse postgres url: %w", err)
+	}
+	pc.RuntimeParams["replication"] = "database"
+	// Timestamps reach decode/ as text; make that text unambiguous.
+	pc.RuntimeParams["DateStyle"] = "ISO"
+	pc.RuntimeParams["TimeZone"] = "UTC"
+	pc.RuntimeParams["bytea_output"] = "hex"
+	if pc.RuntimeParams["application_name"] == "" {
+		pc.RuntimeParams["application_name"] = "outbox-cdc"
+	}
+	conn, err := pgconn.ConnectConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("open replication connection: %w", err)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Stream{cfg: cfg, conn: conn, progress: progress, log: log}, nil
+}
+
+// Start begins streaming the slot from start, which should be the slot's
+// confirmed position as read by Prepare.
+func (s *Stream) Start(ctx context.Context, start pglogrepl.LSN) error {
+	pub := `"` + strings.ReplaceAll(s.cfg.Publication, `"`, `""`) + `"`
+	err := pglogrepl.StartReplication(ctx, s.conn, s.cfg.Slot, start, pglogrepl.StartReplicationOptions{
+		PluginArgs: []string{
+			"proto_version '1'",
+			"publication_names '" + strings.ReplaceAll(pub, "'", "''") + "'",
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("start replication on slot %q at %s: %w", s.cfg.Slot, start, err)
+	}
+	s.received = start
+	s.log.Info("streaming", slog.String("slot", s.cfg.Slot), slog.String("from", start.String()))
+	return nil
+}
+
+// Run receives until ctx ends or the stream fails, passing each pgoutput
+// message to handle and reporting progress at least every StatusInterval.
+// It returns ctx's cause when ctx ends.
+func (s *Stream) Run(ctx context.Context, handle Handler) error {
+	d := newDeadline(ctx, s.cfg.StatusInterval)
+	defer d.stop()
+	for {
+		raw, err := s.conn.ReceiveMessage(d.ctx)
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		if err != nil {
+			if !pgconn.Timeout(err) {
+				return fmt.Errorf("receive from slot %q: %w", s.cfg.Slot, err)
+			}
+			if err := s.statusDue(d); err != nil {
+				return err
+			}
+			continue
+		}
+		switch msg := raw.(type) {
+		case *pgproto3.CopyData:
+			// A handler that blocks past the status deadline (a full
+			// window) is interrupted, status is sent so that Postgres does
+			// not drop us, and it is called again with the same message.
+			for {
+				err := s.copyData(d.ctx, msg.Data, handle)
+				if err == nil {
+					break
+				}
+				if ctx.Err() != nil {
+					return context.Cause(ctx)
+				}
+				if d.ctx.Err() == nil {
+					return err
+				}
+				if err := s.statusDue(d); err != nil {
+					return err
+				}
+			}
+		case *pgproto3.ErrorResponse:
+			return fmt.Errorf("stream slot %q: %w", s.cfg.Slot, pgconn.ErrorResponseToPgError(msg))
+		case *pgproto3.CopyDone:
+			return fmt.Errorf("stream slot %q: server ended the stream", s.cfg.Slot)
+		default:
+			s.log.Debug("unexpected replication message", slog.String("type", fmt.Sprintf("%T", raw)))
+		}
+	}
+}
+
+// statusDue sends a status update and starts the next interval.
+func (s *Stream) statusDue(d *deadline) error {
+	if err := s.sendStatus(false); err != nil {
+		return err
+	}
+	d.reset()
+	return nil
+}
+
+// deadline is a context that ends at the next status update, shared by every
+// receive of one interval (a context per receive costs measurable CPU).
+type deadline struct {
+	parent   context.Context
+	interval time.Duration
+	ctx      context.Context
+	cancel   context.CancelFunc
+}
+
+func newDeadline(parent context.Context, interval time.Duration) *deadline {
+	d := &deadline{parent: parent, interval: interval}
+	d.reset()
+	return d
+}
+
+func (d *deadline) reset() {
+	if d.cancel != nil {
+		d.cancel()
+	}
+	d.ctx, d.cancel = context.WithTimeout(d.parent, d.interval)
+}
+
+func (d *deadline) stop() { d.cancel() }
+
+func (s *Stream) copyData(ctx context.Context, data []byte, handle Handler) error {
+	if len(data) == 0 {
+		return errors.New("replication stream: empty CopyData")
+	}
+	switch data[0] {
+	case pglogrepl.XLogDataByteID:
+		xld, err := pglogrepl.ParseXLogData(data[1:])
+		if err != nil {
+			return fmt.Errorf("parse XLogData: %w", err)
+		}
+		if err := handle(ctx, xld.WALStart, xld.WALData); err != nil {
+			return err
+		}
+		if xld.WALStart > s.received {
+			s.received = xld.WALStart
+		}
+	case pglogrepl.PrimaryKeepaliveMessageByteID:
+		ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(data[1:])
+		if err != nil {
+			return fmt.Errorf("parse keepalive: %w", err)
+		}
+		// Every message before this keepalive has been handled (handle is
+		// synchronous), so its WAL end is owed nothing once nothing is in
+		// flight.
+		s.progress.ConfirmIdle(ka.ServerWALEnd)
+		if ka.ServerWALEnd > s.received {
+			s.received = ka.ServerWALEnd
+		}
+		if ka.ReplyRequested {
+			return s.sendStatus(false)
+		}
+	}
+	return nil
+}
+
+// sendStatus reports the confirmed position as flushed and applied. The
+// flush position is always set explicitly: pglogrepl would copy the write
+// position into a zero flush position.
+func (s *Stream) sendStatus(replyRequested bool) error {
+	flushed := s.progress.Confirmed()
+	write := max(s.received, flushed)
+	if flushed == 0 {
+		write = 0
+	}
+	err := pglogrepl.SendStandbyStatusUpdate(context.Background(), s.conn, pglogrepl.StandbyStatusUpdate{
+		WALWritePosition: write,
+		WALFlushPosition: flushed,
+		WALApplyPosition: flushed,
+		ReplyRequested:   replyRequested,
+	})
+	if err != nil {
+		return fmt.Errorf("send standby status to slot %q: %w", s.cfg.Slot, err)
+	}
+	return nil
+}
+
+// Close reports the final confirmed position and closes the connection. Call
+// it after in-flight events were drained, so that the last acks are
+// confirmed. It is safe to call twice.
+func (s *Stream) Close(ctx context.Context) error {
+	if s.conn.IsClosed() {
+		return nil
+	}
+	statusErr := s.sendStatus(false)
+	if statusErr == nil {
+		s.log.Info("confirmed", slog.String("slot", s.cfg.Slot), slog.String("lsn", s.progress.Confirmed().String()))
+	}
+	if err := s.conn.Close(ctx); err != nil && statusErr == nil {
+		return fmt.Errorf("close replication connection: %w", err)
+	}
+	return statusErr
+}

@@ -1,0 +1,97 @@
+package sink
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/outbox-cdc/outbox-cdc/decode"
+)
+
+// Topic routes an event to a topic name by a template in which
+// {aggregate_type} and {event_type} stand for the event's fields.
+type Topic struct {
+	parts []topicPart
+}
+
+type topicPart struct {
+	literal string
+	field   func(*decode.Event) string // nil for a literal
+}
+
+var topicFields = map[string]func(*decode.Event) string{
+	"aggregate_type": func(e *decode.Event) string { return e.AggregateType },
+	"event_type":     func(e *decode.Event) string { return e.EventType },
+}
+
+// ParseTopic parses a topic template such as "outbox.event.{aggregate_type}".
+// A template without braces is a fixed topic name.
+func ParseTopic(template string) (Topic, error) {
+	var t Topic
+	rest := template
+	for rest != "" {
+		open := strings.IndexByte(rest, '{')
+		if open < 0 {
+			t.parts = append(t.parts, topicPart{literal: rest})
+			break
+		}
+		if open > 0 {
+			t.parts = append(t.parts, topicPart{literal: rest[:open]})
+		}
+		end := strings.IndexByte(rest[open:], '}')
+		if end < 0 {
+			return Topic{}, fmt.Errorf("topic template %q: unclosed {", template)
+		}
+		name := rest[open+1 : open+end]
+		f, ok := topicFields[name]
+		if !ok {
+			return Topic{}, fmt.Errorf("topic template %q: unknown field {%s}; use {aggregate_type} or {event_type}", template, name)
+		}
+		t.parts = append(t.parts, topicPart{field: f})
+		rest = rest[open+end+1:]
+	}
+	if strings.IndexByte(template, '}') >= 0 && strings.Count(template, "}") != strings.Count(template, "{") {
+		return Topic{}, fmt.Errorf("topic template %q: unmatched }", template)
+	}
+	if len(t.parts) == 1 && t.parts[0].field == nil {
+		if err := validTopicName(template); err != nil {
+			return Topic{}, err
+		}
+	}
+	return t, nil
+}
+
+// Name returns the topic of ev.
+func (t Topic) Name(ev *decode.Event) string {
+	if len(t.parts) == 1 && t.parts[0].field == nil {
+		return t.parts[0].literal
+	}
+	var b strings.Builder
+	for _, p := range t.parts {
+		if p.field != nil {
+			b.WriteString(p.field(ev))
+		} else {
+			b.WriteString(p.literal)
+		}
+	}
+	return b.String()
+}
+
+// validTopicName applies Kafka's rules for topic names, so that a routed name
+// the broker would reject is reported with the reason instead of a broker
+// error code.
+func validTopicName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("topic name is empty")
+	case name == "." || name == "..":
+		return fmt.Errorf("topic name %q is not allowed", name)
+	case len(name) > 249:
+		return fmt.Errorf("topic name %.40q... is %d characters, Kafka allows 249", name, len(name))
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return fmt.Errorf("topic name %q has %q; Kafka allows only a-z, A-Z, 0-9, '.', '_' and '-'", name, r)
+		}
+	}
+	return nil
+}
