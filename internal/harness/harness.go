@@ -1,0 +1,114 @@
+// Package harness starts the real servers the integration tests need, a
+// throwaway PostgreSQL cluster and a single-node Apache Kafka broker, through
+// the same scripts the demo uses (scripts/pg.sh, scripts/kafka.sh), and stops
+// them by PID.
+package harness
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// Root returns the repository root: the nearest directory above the working
+// directory that holds go.mod.
+func Root() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// script runs scripts/NAME with args and returns its key=value output lines.
+func script(env []string, name string, args ...string) (map[string]string, error) {
+	root, err := Root()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(filepath.Join(root, "scripts", name), args...)
+	cmd.Env = append(os.Environ(), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("scripts/%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	kv := make(map[string]string)
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), "="); ok {
+			kv[k] = v
+		}
+	}
+	return kv, nil
+}
+
+// Postgres is a running throwaway cluster with wal_level=logical.
+type Postgres struct {
+	Dir string
+	URL string // superuser, trust auth, 127.0.0.1
+	PID int
+}
+
+// StartPostgres initdbs and starts a new cluster on a free loopback port.
+func StartPostgres() (*Postgres, error) {
+	kv, err := script(nil, "pg.sh", "start")
+	if err != nil {
+		return nil, err
+	}
+	pid, _ := strconv.Atoi(kv["pid"])
+	return &Postgres{Dir: kv["dir"], URL: kv["url"], PID: pid}, nil
+}
+
+// Stop stops the cluster and removes its directory.
+func (p *Postgres) Stop() error {
+	_, err := script(nil, "pg.sh", "stop", p.Dir)
+	return err
+}
+
+// Kafka is a running single-node KRaft broker.
+type Kafka struct {
+	Dir     string
+	Brokers string // host:port
+	PID     int
+}
+
+// StartKafka formats and starts a new broker on free loopback ports; props
+// are extra server.properties lines (key=value).
+func StartKafka(props ...string) (*Kafka, error) {
+	kv, err := script([]string{"KAFKA_EXTRA_PROPS=" + strings.Join(props, " ")}, "kafka.sh", "start")
+	if err != nil {
+		return nil, err
+	}
+	pid, _ := strconv.Atoi(kv["pid"])
+	return &Kafka{Dir: kv["dir"], Brokers: kv["brokers"], PID: pid}, nil
+}
+
+// Pause freezes the broker's JVM (SIGSTOP): connections stay open, nothing
+// is answered, as with a hung broker.
+func (k *Kafka) Pause() error { return syscall.Kill(k.PID, syscall.SIGSTOP) }
+
+// Resume undoes Pause.
+func (k *Kafka) Resume() error { return syscall.Kill(k.PID, syscall.SIGCONT) }
+
+// Stop stops the broker and removes its directory.
+func (k *Kafka) Stop() error {
+	_, err := script(nil, "kafka.sh", "stop", k.Dir)
+	return err
+}

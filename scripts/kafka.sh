@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Throwaway single-node Apache Kafka broker (KRaft) for the demo and the tests,
+# on 127.0.0.1 only. Its jars come from Maven Central through mvn (cached in
+# ~/.m2 and in $OUTBOX_CDC_CACHE); it runs on the machine's Java 17.
+#
+#   scripts/kafka.sh fetch         resolve the jars (done by start when needed)
+#   scripts/kafka.sh start         format a new broker on free ports and start it;
+#                                  prints dir=, brokers=, pid= lines
+#   scripts/kafka.sh restart DIR   start the broker in DIR again, same ports and data
+#   scripts/kafka.sh stop-server DIR   kill the broker (SIGKILL), keeping DIR
+#   scripts/kafka.sh stop DIR      stop it and remove DIR
+#
+# Extra broker settings: KAFKA_EXTRA_PROPS="key=value key=value".
+set -euo pipefail
+
+KAFKA_VERSION=3.9.1 # keep in step with scripts/kafka/pom.xml
+here=$(cd "$(dirname "$0")" && pwd)
+cache=${OUTBOX_CDC_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/outbox-cdc}
+libs="$cache/kafka-$KAFKA_VERSION/libs"
+
+fetch() {
+  [ -f "$libs/kafka_2.13-$KAFKA_VERSION.jar" ] && return 0
+  command -v mvn >/dev/null || { echo "kafka.sh: mvn not found (apt-get install maven)" >&2; exit 1; }
+  command -v java >/dev/null || { echo "kafka.sh: java not found (apt-get install openjdk-17-jre-headless)" >&2; exit 1; }
+  local tmp="$libs.tmp.$$"
+  mkdir -p "$tmp"
+  mvn -q -B -f "$here/kafka/pom.xml" dependency:copy-dependencies -DoutputDirectory="$tmp" -DincludeScope=runtime >&2 \
+    || { echo "kafka.sh: mvn could not resolve Kafka $KAFKA_VERSION from Maven Central" >&2; rm -rf "$tmp"; exit 1; }
+  rm -rf "$libs" && mv "$tmp" "$libs"
+}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+start_server() {
+  local dir=$1 port
+  port=$(cat "$dir/port")
+  : >"$dir/server.log"
+  setsid java -Xms256m -Xmx768m -XX:+UseG1GC -Djava.awt.headless=true \
+    -Dlog4j.configuration="file:$dir/log4j.properties" \
+    -cp "$libs/*" kafka.Kafka "$dir/server.properties" >>"$dir/server.log" 2>&1 </dev/null &
+  local pid=$!
+  echo "$pid" >"$dir/pid"
+  for _ in $(seq 1 240); do
+    if grep -q "Kafka Server started" "$dir/server.log" 2>/dev/null; then
+      echo "dir=$dir"
+      echo "brokers=127.0.0.1:$port"
+      echo "pid=$pid"
+      return 0
+    fi
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.25
+  done
+  echo "kafka.sh: broker did not start; its log:" >&2
+  tail -n 30 "$dir/server.log" >&2
+  kill -9 "$pid" 2>/dev/null || true
+  exit 1
+}
+
+cmd=${1:-}
+case "$cmd" in
+  fetch) fetch ;;
+  start)
+    fetch
+    dir=$(mktemp -d /tmp/outbox-cdc-kafka.XXXXXX)
+    port=$(free_port)
+    cport=$(free_port)
+    echo "$port" >"$dir/port"
+    cat >"$dir/server.properties" <<PROPS
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$cport
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=PLAINTEXT://127.0.0.1:$port
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+inter.broker.listener.name=PLAINTEXT
+log.dirs=$dir/data
+num.partitions=3
+default.replication.factor=1
+min.insync.replicas=1
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=3
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+auto.create.topics.enable=true
+group.initial.rebalance.delay.ms=0
+log.flush.interval.messages=9223372036854775807
+PROPS
+    for kv in ${KAFKA_EXTRA_PROPS:-}; do echo "$kv" >>"$dir/server.properties"; done
+    cat >"$dir/log4j.properties" <<'L4J'
+log4j.rootLogger=INFO, stdout
+log4j.appender.stdout=org.apache.log4j.ConsoleAppender
+log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
+log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka=INFO
+log4j.logger.org.apache.kafka=WARN
+log4j.logger.kafka.server.KafkaRaftServer=INFO
+log4j.logger.state.change.logger=WARN
+L4J
+    java -cp "$libs/*" -Dlog4j.configuration="file:$dir/log4j.properties" kafka.tools.StorageTool format \
+      -t "$(java -cp "$libs/*" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n 1)" \
+      -c "$dir/server.properties" >"$dir/format.log" 2>&1 \
+      || { echo "kafka.sh: storage format failed:" >&2; cat "$dir/format.log" >&2; exit 1; }
+    start_server "$dir"
+    ;;
+  restart)
+    dir=${2:?usage: kafka.sh restart DIR}
+    start_server "$dir"
+    ;;
+  stop-server)
+    dir=${2:?usage: kafka.sh stop-server DIR}
+    pid=$(cat "$dir/pid")
+    kill -9 "$pid" 2>/dev/null || true
+    while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+    ;;
+  stop)
+    dir=${2:?usage: kafka.sh stop DIR}
+    if [ -f "$dir/pid" ]; then
+      pid=$(cat "$dir/pid")
+      kill -CONT "$pid" 2>/dev/null || true
+      kill -TERM "$pid" 2>/dev/null || true
+      for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+      kill -9 "$pid" 2>/dev/null || true
+    fi
+    case "$dir" in /tmp/outbox-cdc-kafka.*) rm -rf "$dir" ;; esac
+    ;;
+  *)
+    echo "usage: scripts/kafka.sh fetch | start | restart DIR | stop-server DIR | stop DIR" >&2
+    exit 2
+    ;;
+esac

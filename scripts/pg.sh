@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Throwaway PostgreSQL cluster for the demo and the tests, on 127.0.0.1 only.
+#
+#   scripts/pg.sh start         initdb a new cluster (wal_level=logical) on a free port and start it;
+#                               prints dir=, port=, url=, pid= lines
+#   scripts/pg.sh restart DIR   start the cluster in DIR again (after stop-server)
+#   scripts/pg.sh stop-server DIR   fast shutdown, keeping DIR
+#   scripts/pg.sh stop DIR      stop it and remove DIR
+#
+# initdb refuses to run as root: as root, the cluster runs as the postgres user.
+set -euo pipefail
+
+bindir() {
+  if [ -n "${PG_BINDIR:-}" ]; then echo "$PG_BINDIR"; return; fi
+  local d
+  d=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+  [ -n "$d" ] || { echo "pg.sh: no PostgreSQL server binaries under /usr/lib/postgresql (apt-get install postgresql-15)" >&2; exit 1; }
+  echo "$d"
+}
+
+as_owner() {
+  if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+start_server() {
+  local dir=$1 port=$2 bin
+  bin=$(bindir)
+  as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 start \
+    -o "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$dir -c wal_level=logical -c max_wal_senders=20 -c max_replication_slots=20 -c fsync=off -c synchronous_commit=off -c full_page_writes=off" >/dev/null \
+    || { echo "pg.sh: postgres did not start; its log:" >&2; tail -n 20 "$dir/postgres.log" >&2; exit 1; }
+  echo "dir=$dir"
+  echo "port=$port"
+  echo "url=postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
+  echo "pid=$(head -n 1 "$dir/data/postmaster.pid")"
+}
+
+cmd=${1:-}
+case "$cmd" in
+  start)
+    bin=$(bindir)
+    dir=$(mktemp -d /tmp/outbox-cdc-pg.XXXXXX)
+    chmod 755 "$dir"
+    [ "$(id -u)" = 0 ] && chown postgres: "$dir"
+    as_owner "$bin/initdb" -D "$dir/data" -U postgres --auth=trust -E UTF8 --no-locale >"$dir/initdb.log" 2>&1 \
+      || { echo "pg.sh: initdb failed:" >&2; cat "$dir/initdb.log" >&2; exit 1; }
+    port=$(free_port)
+    echo "$port" >"$dir/port"
+    start_server "$dir" "$port"
+    ;;
+  restart)
+    dir=${2:?usage: pg.sh restart DIR}
+    start_server "$dir" "$(cat "$dir/port")"
+    ;;
+  stop-server)
+    dir=${2:?usage: pg.sh stop-server DIR}
+    as_owner "$(bindir)/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null
+    ;;
+  stop)
+    dir=${2:?usage: pg.sh stop DIR}
+    if [ -f "$dir/data/postmaster.pid" ]; then
+      as_owner "$(bindir)/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1 || {
+        kill -9 "$(head -n 1 "$dir/data/postmaster.pid")" 2>/dev/null || true
+      }
+    fi
+    case "$dir" in /tmp/outbox-cdc-pg.*) rm -rf "$dir" ;; esac
+    ;;
+  *)
+    echo "usage: scripts/pg.sh start | restart DIR | stop-server DIR | stop DIR" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,383 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/segmentio/kafka-go"
+)
+
+// defaultColumns is the outbox table of sql/publication.sql.
+const defaultColumns = `
+	id uuid primary key,
+	aggregate_type text not null,
+	aggregate_id text not null,
+	event_type text not null,
+	payload jsonb not null,
+	headers jsonb,
+	created_at timestamptz not null default now()`
+
+// outbox is one test's own table, publication, slot and topic prefix.
+type outbox struct {
+	name string // table, publication, slot and topic prefix
+	db   *pgxpool.Pool
+}
+
+func newOutbox(t *testing.T, name, columns string) *outbox {
+	t.Helper()
+	ctx := context.Background()
+	db, err := pgxpool.New(ctx, pg.URL)
+	if err != nil {
+		t.Fatalf("connect to postgres: %v", err)
+	}
+	if _, err := db.Exec(ctx, fmt.Sprintf("CREATE TABLE %s (%s)", name, columns)); err != nil {
+		t.Fatalf("create table %s: %v", name, err)
+	}
+	o := &outbox{name: name, db: db}
+	t.Cleanup(func() {
+		if t.Failed() {
+			var state string
+			_ = db.QueryRow(ctx, fmt.Sprintf(`SELECT format('slot confirmed %%s, active %%s, wal now %%s, %%s rows in %s',
+				confirmed_flush_lsn, active, pg_current_wal_lsn(), (SELECT count(*) FROM %s)) FROM pg_replication_slots WHERE slot_name = $1`, name, name), name).Scan(&state)
+			t.Logf("at failure: %s", state)
+		}
+		// The relay is stopped by its own cleanup (registered later, so run
+		// earlier); an inactive slot pins WAL, so drop it.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			_, err := db.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, name)
+			if err == nil || time.Now().After(deadline) {
+				if err != nil {
+					t.Errorf("drop slot %s: %v", name, err)
+				}
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		_, _ = db.Exec(ctx, "DROP PUBLICATION IF EXISTS "+name)
+		_, _ = db.Exec(ctx, "DROP TABLE IF EXISTS "+name)
+		db.Close()
+	})
+	return o
+}
+
+// args are the relay flags for this outbox; extra ones follow.
+func (o *outbox) args(extra ...string) []string {
+	return append([]string{
+		"--postgres-url", pg.URL,
+		"--kafka-brokers", broker.Brokers,
+		"--table", "public." + o.name,
+		"--publication", o.name,
+		"--slot", o.name,
+		"--topic", o.name + ".{aggregate_type}",
+		"--status-interval", "1s",
+	}, extra...)
+}
+
+// confirmed returns the slot's confirmed_flush_lsn.
+func (o *outbox) confirmed(t *testing.T) pglogrepl.LSN {
+	t.Helper()
+	var s string
+	if err := o.db.QueryRow(context.Background(), `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, o.name).Scan(&s); err != nil {
+		t.Fatalf("read slot %s: %v", o.name, err)
+	}
+	lsn, err := pglogrepl.ParseLSN(s)
+	if err != nil {
+		t.Fatalf("parse lsn %q: %v", s, err)
+	}
+	return lsn
+}
+
+// currentLSN returns pg_current_wal_lsn().
+func (o *outbox) currentLSN(t *testing.T) pglogrepl.LSN {
+	t.Helper()
+	var s string
+	if err := o.db.QueryRow(context.Background(), `SELECT pg_current_wal_lsn()::text`).Scan(&s); err != nil {
+		t.Fatalf("read wal lsn: %v", err)
+	}
+	lsn, _ := pglogrepl.ParseLSN(s)
+	return lsn
+}
+
+// row is an outbox row as the tests write it.
+type row struct {
+	ID, AggregateType, AggregateID, EventType, Payload string
+	Headers                                            *string
+}
+
+// insertTx inserts rows in one transaction, committed or rolled back.
+func (o *outbox) insertTx(ctx context.Context, rows []row, commit bool) error {
+	tx, err := o.db.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx)
+	batch := &pgx.Batch{}
+	for _, r := range rows {
+		batch.Queue(fmt.Sprintf("INSERT INTO %s (id, aggregate_type, aggregate_id, event_type, payload, headers) VALUES ($1, $2, $3, $4, $5, $6)", o.name),
+			r.ID, r.AggregateType, r.AggregateID, r.EventType, r.Payload, r.Headers)
+	}
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return err
+	}
+	if !commit {
+		return tx.Rollback(ctx)
+	}
+	return tx.Commit(ctx)
+}
+
+// relay is a running outbox-cdc process.
+type relay struct {
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+	err  error
+}
+
+func startRelay(t *testing.T, args ...string) *relay {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), "outbox-cdc.log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start outbox-cdc: %v", err)
+	}
+	r := &relay{cmd: cmd, log: logPath, done: make(chan struct{})}
+	go func() {
+		r.err = cmd.Wait()
+		f.Close()
+		close(r.done)
+	}()
+	waitStreaming(t, r, args)
+	t.Cleanup(func() {
+		if t.Failed() {
+			// A failed test leaves a goroutine dump in the log.
+			_ = cmd.Process.Signal(syscall.SIGQUIT)
+			select {
+			case <-r.done:
+			case <-time.After(5 * time.Second):
+			}
+		}
+		_ = cmd.Process.Kill()
+		<-r.done
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			t.Logf("outbox-cdc log (pid %d, kept at %s):\n%s", cmd.Process.Pid, logPath, tail(string(b), 40))
+			_ = os.WriteFile(filepath.Join(os.TempDir(), "outbox-cdc-failed-"+t.Name()+".log"), b, 0o644)
+		}
+	})
+	return r
+}
+
+// waitStreaming waits until the relay's slot is active: rows committed
+// before the slot exists are not in its stream.
+func waitStreaming(t *testing.T, r *relay, args []string) {
+	t.Helper()
+	slot := "outbox_cdc"
+	for i, a := range args {
+		if a == "--slot" && i+1 < len(args) {
+			slot = args[i+1]
+		}
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, pg.URL)
+	if err != nil {
+		t.Fatalf("connect to postgres: %v", err)
+	}
+	defer conn.Close(ctx)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var active bool
+		err := conn.QueryRow(ctx, `SELECT active FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&active)
+		if err == nil && active {
+			return
+		}
+		select {
+		case <-r.done:
+			b, _ := os.ReadFile(r.log)
+			t.Fatalf("outbox-cdc exited before streaming: %v\n%s", r.err, tail(string(b), 20))
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("slot %s not active 60s after outbox-cdc started", slot)
+		}
+	}
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// stop sends sig and waits for the exit code, failing after timeout.
+func (r *relay) stop(t *testing.T, sig syscall.Signal, timeout time.Duration) int {
+	t.Helper()
+	_ = r.cmd.Process.Signal(sig)
+	select {
+	case <-r.done:
+	case <-time.After(timeout):
+		t.Fatalf("outbox-cdc did not exit within %s of %s", timeout, sig)
+	}
+	var exit *exec.ExitError
+	if errors.As(r.err, &exit) {
+		return exit.ExitCode()
+	}
+	return 0
+}
+
+// consume waits until the topics hold at least want messages in all, then
+// reads every message they hold.
+func consume(t *testing.T, topics []string, want int, timeout time.Duration) []kafka.Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	client := &kafka.Client{Addr: kafka.TCP(broker.Brokers), Timeout: 10 * time.Second}
+	var ends map[string]map[int]int64
+	began := time.Now()
+	defer func() { t.Logf("consume: %d messages present after %s", want, time.Since(began).Round(time.Millisecond)) }()
+	for {
+		var total int64
+		var err error
+		ends, total, err = endOffsets(ctx, client, topics)
+		if err == nil && total >= int64(want) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Errorf("topics %v hold %d messages after %s, want %d (per partition %v; last error: %v)", topics, total, timeout, want, ends, err)
+			if ends == nil {
+				t.FailNow()
+			}
+			// Read what is there, so the caller can say what is missing.
+			ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			return readAll(ctx, t, ends)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	return readAll(ctx, t, ends)
+}
+
+// readAll reads every message below the given end offsets.
+func readAll(ctx context.Context, t *testing.T, ends map[string]map[int]int64) []kafka.Message {
+	t.Helper()
+	var msgs []kafka.Message
+	for topic, parts := range ends {
+		for p, end := range parts {
+			if end == 0 {
+				continue
+			}
+			r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{broker.Brokers}, Topic: topic, Partition: p, MaxBytes: 10 << 20, MaxWait: 100 * time.Millisecond})
+			for {
+				m, err := r.ReadMessage(ctx)
+				if err != nil {
+					r.Close()
+					t.Fatalf("read %s/%d: %v", topic, p, err)
+				}
+				msgs = append(msgs, m)
+				if m.Offset >= end-1 {
+					break
+				}
+			}
+			r.Close()
+		}
+	}
+	return msgs
+}
+
+// endOffsets returns each partition's end offset, asking topic by topic; a
+// topic not yet created is an error.
+func endOffsets(ctx context.Context, client *kafka.Client, topics []string) (map[string]map[int]int64, int64, error) {
+	ends := make(map[string]map[int]int64)
+	var total int64
+	for _, topic := range topics {
+		md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+		if err != nil {
+			return nil, 0, err
+		}
+		if len(md.Topics) != 1 || md.Topics[0].Error != nil {
+			return nil, 0, fmt.Errorf("topic %s: %v", topic, md.Topics)
+		}
+		req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
+		for _, p := range md.Topics[0].Partitions {
+			req.Topics[topic] = append(req.Topics[topic], kafka.LastOffsetOf(p.ID))
+		}
+		res, err := client.ListOffsets(ctx, req)
+		if err != nil {
+			return nil, 0, err
+		}
+		ends[topic] = make(map[int]int64)
+		for _, p := range res.Topics[topic] {
+			if p.Error != nil {
+				return nil, 0, fmt.Errorf("offsets of %s/%d: %w", topic, p.Partition, p.Error)
+			}
+			ends[topic][p.Partition] = p.LastOffset
+			total += p.LastOffset
+		}
+		if len(ends[topic]) != len(md.Topics[0].Partitions) {
+			return nil, 0, fmt.Errorf("offsets of %s: %d partitions answered of %d", topic, len(ends[topic]), len(md.Topics[0].Partitions))
+		}
+	}
+	return ends, total, nil
+}
+
+func header(m kafka.Message, key string) (string, bool) {
+	for _, h := range m.Headers {
+		if h.Key == key {
+			return string(h.Value), true
+		}
+	}
+	return "", false
+}
+
+// byID indexes messages by their id header and counts duplicates.
+func byID(t *testing.T, msgs []kafka.Message) (first map[string]kafka.Message, dups int) {
+	t.Helper()
+	first = make(map[string]kafka.Message, len(msgs))
+	for _, m := range msgs {
+		id, ok := header(m, "id")
+		if !ok {
+			t.Fatalf("message at %s/%d@%d has no id header", m.Topic, m.Partition, m.Offset)
+		}
+		if _, seen := first[id]; seen {
+			dups++
+			continue
+		}
+		first[id] = m
+	}
+	return first, dups
+}
+
+// sortedByOffset orders one partition's messages as a consumer reads them.
+func sortedByOffset(msgs []kafka.Message) []kafka.Message {
+	out := append([]kafka.Message(nil), msgs...)
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Topic != out[j].Topic {
+			return out[i].Topic < out[j].Topic
+		}
+		if out[i].Partition != out[j].Partition {
+			return out[i].Partition < out[j].Partition
+		}
+		return out[i].Offset < out[j].Offset
+	})
+	return out
+}
