@@ -35,8 +35,10 @@ type outbox struct {
 	db   *pgxpool.Pool
 }
 
-func newOutbox(t *testing.T, name, columns string) *outbox {
+func newOutbox(t *testing.T, prefix, columns string) *outbox {
 	t.Helper()
+	// Unique per run: topics outlive a test, and -count=N reruns it.
+	name := fmt.Sprintf("%s_%d", prefix, time.Now().UnixNano()%1e9)
 	ctx := context.Background()
 	db, err := pgxpool.New(ctx, pg.URL)
 	if err != nil {
@@ -244,42 +246,49 @@ func (r *relay) stop(t *testing.T, sig syscall.Signal, timeout time.Duration) in
 	return 0
 }
 
-// consume waits until the topics hold at least want messages in all, then
-// reads every message they hold.
+// consume waits until the topics hold at least want distinct events (by id
+// header), then returns every message they hold, duplicates included.
 func consume(t *testing.T, topics []string, want int, timeout time.Duration) []kafka.Message {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	client := &kafka.Client{Addr: kafka.TCP(broker.Brokers), Timeout: 10 * time.Second}
-	var ends map[string]map[int]int64
 	began := time.Now()
-	defer func() { t.Logf("consume: %d messages present after %s", want, time.Since(began).Round(time.Millisecond)) }()
+	var msgs []kafka.Message
+	distinct := 0
 	for {
-		var total int64
-		var err error
-		ends, total, err = endOffsets(ctx, client, topics)
+		ends, total, err := endOffsets(ctx, client, topics)
 		if err == nil && total >= int64(want) {
-			break
+			msgs = readAll(ctx, t, ends)
+			if distinct = countIDs(msgs); distinct >= want {
+				t.Logf("consume: %d events present after %s", want, time.Since(began).Round(time.Millisecond))
+				return msgs
+			}
 		}
 		select {
 		case <-ctx.Done():
-			t.Errorf("topics %v hold %d messages after %s, want %d (per partition %v; last error: %v)", topics, total, timeout, want, ends, err)
-			if ends == nil {
-				t.FailNow()
-			}
-			// Read what is there, so the caller can say what is missing.
-			ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			return readAll(ctx, t, ends)
+			t.Errorf("topics %v hold %d distinct events after %s, want %d (last error: %v)", topics, distinct, timeout, want, err)
+			return msgs
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
-	return readAll(ctx, t, ends)
+}
+
+func countIDs(msgs []kafka.Message) int {
+	ids := make(map[string]bool, len(msgs))
+	for _, m := range msgs {
+		id, _ := header(m, "id")
+		ids[id] = true
+	}
+	return len(ids)
 }
 
 // readAll reads every message below the given end offsets.
 func readAll(ctx context.Context, t *testing.T, ends map[string]map[int]int64) []kafka.Message {
 	t.Helper()
+	if ctx.Err() != nil {
+		return nil
+	}
 	var msgs []kafka.Message
 	for topic, parts := range ends {
 		for p, end := range parts {
