@@ -122,7 +122,11 @@ func (w *Writer) Publish(ctx context.Context, ev *decode.Event, token uint64) er
 		if !perr.Retriable {
 			return perr
 		}
-		if w.down.CompareAndSwap(false, true) {
+		switch {
+		case errors.Is(err, kafka.UnknownTopicOrPartition), errors.Is(err, kafka.LeaderNotAvailable):
+			// A topic being auto-created answers this way for a moment.
+			w.log.Debug("topic not ready, retrying", slog.String("topic", topic), slog.Any("err", err))
+		case w.down.CompareAndSwap(false, true):
 			w.log.Warn("kafka unavailable, retrying", slog.String("topic", topic), slog.Any("err", err))
 		}
 		select {
@@ -140,6 +144,18 @@ func jitter(attempt int) time.Duration {
 		d = 5 * time.Second
 	}
 	return d/2 + rand.N(d/2+1)
+}
+
+// Ping asks the brokers for cluster metadata, so that a wrong address is
+// reported at start instead of retried forever.
+func Ping(ctx context.Context, brokers []string) error {
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := client.Metadata(ctx, &kafka.MetadataRequest{}); err != nil {
+		return fmt.Errorf("connect to kafka (is it running, and is --kafka-brokers right?): %w", err)
+	}
+	return nil
 }
 
 // Close flushes what is buffered and waits for every completion, or until

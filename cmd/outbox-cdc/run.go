@@ -28,6 +28,11 @@ func run(ctx context.Context, cfg config.Config, topic sink.Topic, log *slog.Log
 		Schema: cfg.Schema, Table: cfg.Table, Publication: cfg.Publication, Slot: cfg.Slot,
 		Columns: []string{cfg.Columns.ID, cfg.Columns.AggregateType, cfg.Columns.AggregateID, cfg.Columns.EventType, cfg.Columns.Payload},
 	}
+	// Kafka first: a wrong broker address should not leave a new slot behind
+	// pinning WAL.
+	if err := sink.Ping(ctx, cfg.KafkaBrokers); err != nil {
+		return err
+	}
 	start, err := prepare(ctx, cfg.PostgresURL, target, true)
 	if err != nil {
 		return err

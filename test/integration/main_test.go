@@ -44,7 +44,7 @@ func runMain(m *testing.M) int {
 	if err != nil {
 		return fail("find repository root", err)
 	}
-	build := exec.Command("go", "build", "-o", binary, "./cmd/outbox-cdc")
+	build := exec.Command("go", "build", "-race", "-o", binary, "./cmd/outbox-cdc")
 	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		return fail("build outbox-cdc", err)
