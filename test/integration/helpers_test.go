@@ -17,6 +17,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/segmentio/kafka-go"
+
+	"github.com/outbox-cdc/outbox-cdc/internal/harness"
 )
 
 // defaultColumns is the outbox table of sql/publication.sql.
@@ -102,11 +104,13 @@ func (o *outbox) confirmed(t *testing.T) pglogrepl.LSN {
 	return lsn
 }
 
-// currentLSN returns pg_current_wal_lsn().
+// currentLSN returns pg_current_wal_insert_lsn(): taken right after a
+// commit, the end of that commit record (unless something else wrote WAL
+// meanwhile, which only makes it later).
 func (o *outbox) currentLSN(t *testing.T) pglogrepl.LSN {
 	t.Helper()
 	var s string
-	if err := o.db.QueryRow(context.Background(), `SELECT pg_current_wal_lsn()::text`).Scan(&s); err != nil {
+	if err := o.db.QueryRow(context.Background(), `SELECT pg_current_wal_insert_lsn()::text`).Scan(&s); err != nil {
 		t.Fatalf("read wal lsn: %v", err)
 	}
 	lsn, _ := pglogrepl.ParseLSN(s)
@@ -257,7 +261,7 @@ func consume(t *testing.T, topics []string, want int, timeout time.Duration) []k
 	var msgs []kafka.Message
 	distinct := 0
 	for {
-		ends, total, err := endOffsets(ctx, client, topics)
+		ends, total, err := harness.EndOffsets(ctx, client, topics)
 		if err == nil && total >= int64(want) {
 			msgs = readAll(ctx, t, ends)
 			if distinct = countIDs(msgs); distinct >= want {
@@ -311,42 +315,6 @@ func readAll(ctx context.Context, t *testing.T, ends map[string]map[int]int64) [
 		}
 	}
 	return msgs
-}
-
-// endOffsets returns each partition's end offset, asking topic by topic; a
-// topic not yet created is an error.
-func endOffsets(ctx context.Context, client *kafka.Client, topics []string) (map[string]map[int]int64, int64, error) {
-	ends := make(map[string]map[int]int64)
-	var total int64
-	for _, topic := range topics {
-		md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
-		if err != nil {
-			return nil, 0, err
-		}
-		if len(md.Topics) != 1 || md.Topics[0].Error != nil {
-			return nil, 0, fmt.Errorf("topic %s: %v", topic, md.Topics)
-		}
-		req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
-		for _, p := range md.Topics[0].Partitions {
-			req.Topics[topic] = append(req.Topics[topic], kafka.LastOffsetOf(p.ID))
-		}
-		res, err := client.ListOffsets(ctx, req)
-		if err != nil {
-			return nil, 0, err
-		}
-		ends[topic] = make(map[int]int64)
-		for _, p := range res.Topics[topic] {
-			if p.Error != nil {
-				return nil, 0, fmt.Errorf("offsets of %s/%d: %w", topic, p.Partition, p.Error)
-			}
-			ends[topic][p.Partition] = p.LastOffset
-			total += p.LastOffset
-		}
-		if len(ends[topic]) != len(md.Topics[0].Partitions) {
-			return nil, 0, fmt.Errorf("offsets of %s: %d partitions answered of %d", topic, len(ends[topic]), len(md.Topics[0].Partitions))
-		}
-	}
-	return ends, total, nil
 }
 
 func header(m kafka.Message, key string) (string, bool) {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/outbox-cdc/outbox-cdc/internal/harness"
 )
 
 func main() {
@@ -32,7 +34,7 @@ func tail(broker string, topics []string, n int, timeout time.Duration) error {
 	defer cancel()
 	client := &kafka.Client{Addr: kafka.TCP(broker), Timeout: 10 * time.Second}
 	for {
-		ends, total, err := endOffsets(ctx, client, topics)
+		ends, total, err := harness.EndOffsets(ctx, client, topics)
 		if err == nil && total >= int64(n) {
 			return print(ctx, broker, ends)
 		}
@@ -42,34 +44,6 @@ func tail(broker string, topics []string, n int, timeout time.Duration) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-}
-
-func endOffsets(ctx context.Context, client *kafka.Client, topics []string) (map[string]map[int]int64, int64, error) {
-	ends := map[string]map[int]int64{}
-	var total int64
-	for _, topic := range topics {
-		md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
-		if err != nil {
-			return nil, 0, err
-		}
-		if len(md.Topics) != 1 || md.Topics[0].Error != nil {
-			return nil, 0, fmt.Errorf("topic %s not there yet", topic)
-		}
-		req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
-		for _, p := range md.Topics[0].Partitions {
-			req.Topics[topic] = append(req.Topics[topic], kafka.LastOffsetOf(p.ID))
-		}
-		res, err := client.ListOffsets(ctx, req)
-		if err != nil {
-			return nil, 0, err
-		}
-		ends[topic] = map[int]int64{}
-		for _, p := range res.Topics[topic] {
-			ends[topic][p.Partition] = p.LastOffset
-			total += p.LastOffset
-		}
-	}
-	return ends, total, nil
 }
 
 func print(ctx context.Context, broker string, ends map[string]map[int]int64) error {
