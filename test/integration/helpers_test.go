@@ -161,6 +161,9 @@ func startRelay(t *testing.T, args ...string) *relay {
 	}
 	cmd := exec.Command(binary, args...)
 	cmd.Stdout, cmd.Stderr = f, f
+	// If the test process itself is killed, no cleanup runs: the kernel
+	// stops the relay with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start outbox-cdc: %v", err)
 	}
