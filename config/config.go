@@ -31,8 +31,22 @@ type Config struct {
 	BatchSize        int           // kafka-go Writer.BatchSize
 	BatchTimeout     time.Duration // kafka-go Writer.BatchTimeout
 	StatusInterval   time.Duration // longest gap between standby status updates
+	ReceiveTimeout   time.Duration // server silence after which the connection is presumed dead
 	DrainTimeout     time.Duration // how long shutdown waits for in-flight acks
+
+	OnInvalid           string        // "dlq" or "fail": what to do with a row that cannot be published
+	DeadLetterTopic     string        // where dlq sends such rows
+	MaxMessageBytes     int           // largest record published; larger rows are invalid
+	AutoCreateTopics    bool          // ask the broker to create missing topics
+	MissingTopicTimeout time.Duration // how long an event waits for a missing topic
+	HeartbeatInterval   time.Duration // 0: no heartbeats
 }
+
+// Policies for a row that cannot be published (--on-invalid).
+const (
+	OnInvalidDLQ  = "dlq"
+	OnInvalidFail = "fail"
+)
 
 // QualifiedTable returns "schema.table" as the user wrote it.
 func (c Config) QualifiedTable() string { return c.Schema + "." + c.Table }
@@ -85,7 +99,14 @@ func Parse(args, environ []string, out io.Writer) (Config, error) {
 	fs.IntVar(&c.BatchSize, "batch-size", 1000, "most messages in one produce request per partition")
 	fs.DurationVar(&c.BatchTimeout, "batch-timeout", 5*time.Millisecond, "longest a message waits for its batch to fill before it is sent")
 	fs.DurationVar(&c.StatusInterval, "status-interval", 10*time.Second, "longest gap between standby status updates to Postgres")
+	fs.DurationVar(&c.ReceiveTimeout, "receive-timeout", 30*time.Second, "server silence after which the replication connection is presumed dead and reopened (keepalives are asked for when idle)")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long to wait for in-flight events to be acknowledged")
+	fs.StringVar(&c.OnInvalid, "on-invalid", OnInvalidDLQ, "a row that cannot be published (NULL or empty key, bad headers, too large, bad topic): dlq sends it to --dlq-topic and goes on; fail stops without confirming it")
+	fs.StringVar(&c.DeadLetterTopic, "dlq-topic", "outbox.dlq", "dead-letter topic for --on-invalid=dlq; the reason, table, LSN and columns travel in outbox_cdc.* headers")
+	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", 1_000_000, "largest record (key, value, headers) published; keep it at or below the topics' max.message.bytes")
+	fs.BoolVar(&c.AutoCreateTopics, "kafka-auto-create-topics", true, "ask the broker to create a missing topic (the broker must allow it: auto.create.topics.enable)")
+	fs.DurationVar(&c.MissingTopicTimeout, "missing-topic-timeout", 30*time.Second, "how long an event waits for its topic to exist before it is treated as invalid (--on-invalid)")
+	fs.DurationVar(&c.HeartbeatInterval, "heartbeat-interval", 10*time.Second, "while nothing is in flight, write a logical decoding message this often so that an idle outbox still advances its slot; 0 disables")
 
 	fs.Usage = func() {} // a parse error is reported in one line by the caller
 	usage := func() {
@@ -177,8 +198,20 @@ func (c Config) Validate() error {
 		return usagef("--batch-timeout %s: want a positive duration such as 5ms", c.BatchTimeout)
 	case c.StatusInterval <= 0 || c.StatusInterval > time.Minute:
 		return usagef("--status-interval %s: want between 1ms and 1m (Postgres drops a silent client after wal_sender_timeout)", c.StatusInterval)
+	case c.ReceiveTimeout < 0:
+		return usagef("--receive-timeout %s: want a positive duration, or 0 for 3 × --status-interval", c.ReceiveTimeout)
 	case c.DrainTimeout < 0:
 		return usagef("--drain-timeout %s: want zero or more", c.DrainTimeout)
+	case c.OnInvalid != OnInvalidDLQ && c.OnInvalid != OnInvalidFail:
+		return usagef("--on-invalid %q: want dlq or fail", c.OnInvalid)
+	case c.OnInvalid == OnInvalidDLQ && c.DeadLetterTopic == "":
+		return usagef("--dlq-topic must name a topic with --on-invalid=dlq")
+	case c.MaxMessageBytes < 1024:
+		return usagef("--max-message-bytes %d: want at least 1024", c.MaxMessageBytes)
+	case c.MissingTopicTimeout < 0:
+		return usagef("--missing-topic-timeout %s: want zero or more", c.MissingTopicTimeout)
+	case c.HeartbeatInterval < 0:
+		return usagef("--heartbeat-interval %s: want a positive duration, or 0 to disable", c.HeartbeatInterval)
 	}
 	required := map[string]string{
 		"column-id": c.Columns.ID, "column-aggregate-type": c.Columns.AggregateType,

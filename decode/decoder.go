@@ -68,8 +68,17 @@ func (d *Decoder) Decode(data []byte) (Result, error) {
 		}
 		d.relations.Add(m.RelationID, d.newRelation(&m))
 		return Result{Kind: KindSkip}, nil
+	case pglogrepl.MessageTypeMessage:
+		var m pglogrepl.LogicalDecodingMessage
+		if err := decodeGuarded(&m, data[1:]); err != nil {
+			return Result{}, err
+		}
+		if !m.Transactional && m.Prefix == HeartbeatPrefix {
+			return Result{Kind: KindHeartbeat, End: m.LSN}, nil
+		}
+		return Result{Kind: KindSkip}, nil
 	case pglogrepl.MessageTypeUpdate, pglogrepl.MessageTypeDelete, pglogrepl.MessageTypeTruncate,
-		pglogrepl.MessageTypeType, pglogrepl.MessageTypeOrigin, pglogrepl.MessageTypeMessage:
+		pglogrepl.MessageTypeType, pglogrepl.MessageTypeOrigin:
 		// Only INSERTs are outbox events; an outbox row updated or deleted
 		// after its insert was already published as inserted.
 		return Result{Kind: KindSkip}, nil
@@ -114,6 +123,9 @@ func (d *Decoder) insert(src []byte) (Result, error) {
 	}
 	ev, err := rel.event(&t)
 	if err != nil {
+		if rowErr, ok := err.(*InvalidRowError); ok {
+			rowErr.CommitLSN, rowErr.Xid = d.commitLSN, d.xid
+		}
 		return Result{}, err
 	}
 	ev.CommitLSN, ev.Xid = d.commitLSN, d.xid

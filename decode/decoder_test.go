@@ -171,6 +171,23 @@ func TestDecodeSkipsWhatIsNotAnOutboxInsert(t *testing.T) {
 	}
 }
 
+func TestDecodeHeartbeat(t *testing.T) {
+	d := New("public", "outbox", defaultCols)
+	msg := func(transactional byte, prefix string) []byte {
+		m := append([]byte{'M', transactional, 0, 0, 0, 0, 0, 0, 0x20, 0}, prefix...)
+		return append(m, 0, 0, 0, 0, 0)
+	}
+	res := decodeAll(t, d, msg(0, HeartbeatPrefix), msg(1, HeartbeatPrefix), msg(0, "someone-else"))
+	if res[0].Kind != KindHeartbeat || res[0].End != 0x2000 {
+		t.Errorf("non-transactional heartbeat: %+v, want KindHeartbeat at 0/2000", res[0])
+	}
+	for i, r := range res[1:] {
+		if r.Kind != KindSkip {
+			t.Errorf("message %d: kind %d, want skip (transactional, or another prefix)", i+1, r.Kind)
+		}
+	}
+}
+
 func TestDecodeByteaPayloadAndRenamedColumns(t *testing.T) {
 	cols := Columns{ID: "id", AggregateType: "aggregatetype", AggregateID: "aggregateid", EventType: "type", Payload: "payload"}
 	d := New("app", "events", cols)
@@ -187,16 +204,19 @@ func TestInvalidRows(t *testing.T) {
 		name   string
 		rel    []byte
 		insert []byte
+		code   string
 		reason string
 	}{
 		{"null aggregate id", outboxRelation,
-			insertMsg(16400, s("a"), s("order"), nil, s("e"), s("{}"), nil, nil), `column "aggregate_id" is NULL`},
+			insertMsg(16400, s("a"), s("order"), nil, s("e"), s("{}"), nil, nil), ReasonNullColumn, `column "aggregate_id" is NULL`},
+		{"empty aggregate id", outboxRelation,
+			insertMsg(16400, s("a"), s("order"), s(""), s("e"), s("{}"), nil, nil), ReasonEmptyAggregateID, `column "aggregate_id" is empty`},
 		{"null payload", outboxRelation,
-			insertMsg(16400, s("a"), s("order"), s("o"), s("e"), nil, nil, nil), `column "payload" is NULL`},
+			insertMsg(16400, s("a"), s("order"), s("o"), s("e"), nil, nil, nil), ReasonNullColumn, `column "payload" is NULL`},
 		{"headers not an object", outboxRelation,
-			insertMsg(16400, s("a"), s("order"), s("o"), s("e"), s("{}"), s(`["x"]`), nil), `want a JSON object`},
+			insertMsg(16400, s("a"), s("order"), s("o"), s("e"), s("{}"), s(`["x"]`), nil), ReasonInvalidHeaders, `want a JSON object`},
 		{"column missing", relationMsg(16400, "public", "outbox", col{"id", 2950}, col{"payload", oidJSONB}),
-			insertMsg(16400, s("a"), s("{}")), `no column "aggregate_type" (--column-aggregate-type)`},
+			insertMsg(16400, s("a"), s("{}")), ReasonUnmappedTable, `no column "aggregate_type" (--column-aggregate-type)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -206,6 +226,14 @@ func TestInvalidRows(t *testing.T) {
 			var rowErr *InvalidRowError
 			if !errors.As(err, &rowErr) || !strings.Contains(err.Error(), tt.reason) {
 				t.Fatalf("error %v, want an InvalidRowError saying %q", err, tt.reason)
+			}
+			if rowErr.Reason != tt.code {
+				t.Errorf("reason %q, want %q", rowErr.Reason, tt.code)
+			}
+			// The whole row travels with the error, so that it can be
+			// dead-lettered: the id column's text is there.
+			if v, ok := rowErr.Column("id"); !ok || string(v) != "a" {
+				t.Errorf("column id = %q, %v; want \"a\"", v, ok)
 			}
 		})
 	}

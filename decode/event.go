@@ -63,11 +63,19 @@ const (
 	// KindCommit ends a transaction; Result.End is the LSN to confirm once its
 	// events are acknowledged.
 	KindCommit
+	// KindHeartbeat is outbox-cdc's own non-transactional logical decoding
+	// message (see HeartbeatPrefix); Result.End is its LSN, which may be
+	// confirmed when nothing is in flight.
+	KindHeartbeat
 )
+
+// HeartbeatPrefix is the prefix of the pg_logical_emit_message calls that
+// outbox-cdc makes so that an idle outbox still moves its slot forward.
+const HeartbeatPrefix = "outbox-cdc.heartbeat"
 
 // Result is what one pgoutput message decodes to.
 type Result struct {
 	Kind  Kind
 	Event Event         // with KindEvent
-	End   pglogrepl.LSN // with KindCommit: end of the transaction's commit record
+	End   pglogrepl.LSN // with KindCommit: end of the transaction's commit record; with KindHeartbeat: the message's LSN
 }

@@ -107,15 +107,15 @@ func (t *tuple) read(src []byte, want int) error {
 
 // event maps a tuple of this outbox relation to an Event that owns its bytes.
 func (r *relation) event(t *tuple) (Event, error) {
-	if r.err != nil {
-		return Event{}, &InvalidRowError{Table: r.name, Reason: r.err.Error()}
-	}
 	var ev Event
-	var err error
+	if r.err != nil {
+		return Event{}, r.invalid(t, "", ReasonUnmappedTable, r.err.Error())
+	}
+	var reason, detail string
 	text := func(i int, dst *string) {
-		if err == nil {
+		if reason == "" {
 			var b []byte
-			if b, err = r.value(t, i); err == nil {
+			if b, reason, detail = r.value(t, i); reason == "" {
 				*dst = string(b)
 			}
 		}
@@ -124,23 +124,28 @@ func (r *relation) event(t *tuple) (Event, error) {
 	text(r.aggType, &ev.AggregateType)
 	text(r.aggID, &ev.AggregateID)
 	text(r.evType, &ev.EventType)
-	if err != nil {
-		return Event{}, &InvalidRowError{Table: r.name, ID: ev.ID, Reason: err.Error()}
+	var payload []byte
+	if reason == "" {
+		payload, reason, detail = r.value(t, r.payload)
 	}
-	payload, err := r.value(t, r.payload)
-	if err != nil {
-		return Event{}, &InvalidRowError{Table: r.name, ID: ev.ID, Reason: err.Error()}
+	if reason == "" && ev.AggregateID == "" {
+		reason, detail = ReasonEmptyAggregateID, fmt.Sprintf("column %q is empty; it is the Kafka message key", r.columns[r.aggID].Name)
+	}
+	if reason != "" {
+		return Event{}, r.invalid(t, ev.ID, reason, detail)
 	}
 	if r.columns[r.payload].DataType == oidBytea {
+		var err error
 		if ev.Payload, err = unhexBytea(payload); err != nil {
-			return Event{}, &InvalidRowError{Table: r.name, ID: ev.ID, Reason: err.Error()}
+			return Event{}, r.invalid(t, ev.ID, ReasonInvalidBytea, err.Error())
 		}
 	} else {
 		ev.Payload = bytes.Clone(payload)
 	}
 	if r.headers >= 0 && t.kind[r.headers] != pglogrepl.TupleDataTypeNull {
+		var err error
 		if ev.Headers, err = parseHeaders(t.data[r.headers]); err != nil {
-			return Event{}, &InvalidRowError{Table: r.name, ID: ev.ID, Reason: fmt.Sprintf("column %q: %v", r.columns[r.headers].Name, err)}
+			return Event{}, r.invalid(t, ev.ID, ReasonInvalidHeaders, fmt.Sprintf("column %q: %v", r.columns[r.headers].Name, err))
 		}
 	}
 	if r.ts >= 0 && t.kind[r.ts] == pglogrepl.TupleDataTypeText {
@@ -149,18 +154,32 @@ func (r *relation) event(t *tuple) (Event, error) {
 	return ev, nil
 }
 
-// value returns the text of column i, which must be present and not NULL.
-func (r *relation) value(t *tuple, i int) ([]byte, error) {
+// invalid returns the error for a row that cannot become an event, with a
+// copy of every column so that it can be dead-lettered whole.
+func (r *relation) invalid(t *tuple, id, reason, detail string) *InvalidRowError {
+	e := &InvalidRowError{Table: r.name, ID: id, Reason: reason, Detail: detail, Columns: make([]Column, len(r.columns))}
+	for i, c := range r.columns {
+		e.Columns[i] = Column{Name: c.Name, Null: t.kind[i] != pglogrepl.TupleDataTypeText && t.kind[i] != pglogrepl.TupleDataTypeBinary}
+		if !e.Columns[i].Null {
+			e.Columns[i].Value = bytes.Clone(t.data[i])
+		}
+	}
+	return e
+}
+
+// value returns the text of column i, which must be present and not NULL,
+// or why it is not.
+func (r *relation) value(t *tuple, i int) (b []byte, reason, detail string) {
 	name := r.columns[i].Name
 	switch t.kind[i] {
 	case pglogrepl.TupleDataTypeText:
-		return t.data[i], nil
+		return t.data[i], "", ""
 	case pglogrepl.TupleDataTypeNull:
-		return nil, fmt.Errorf("column %q is NULL", name)
+		return nil, ReasonNullColumn, fmt.Sprintf("column %q is NULL", name)
 	case pglogrepl.TupleDataTypeToast:
-		return nil, fmt.Errorf("column %q is an unchanged TOAST value, not sent", name)
+		return nil, ReasonUnreadableColumn, fmt.Sprintf("column %q is an unchanged TOAST value, not sent", name)
 	default:
-		return nil, fmt.Errorf("column %q arrived in binary format; outbox-cdc reads text", name)
+		return nil, ReasonUnreadableColumn, fmt.Sprintf("column %q arrived in binary format; outbox-cdc reads text", name)
 	}
 }
 

@@ -38,6 +38,10 @@ type StreamConfig struct {
 	Slot           string
 	Publication    string
 	StatusInterval time.Duration // longest gap between standby status updates
+	// ReceiveTimeout is how long the stream waits for any message from the
+	// server (it asks for a keepalive every StatusInterval when idle) before
+	// it presumes the connection dead. Zero means 3 × StatusInterval.
+	ReceiveTimeout time.Duration
 	Logger         *slog.Logger
 }
 
@@ -47,6 +51,7 @@ type Stream struct {
 	conn     *pgconn.PgConn
 	progress Progress
 	received pglogrepl.LSN // newest WAL position received
+	heard    time.Time     // when the server was last heard from, or last listened to
 	log      *slog.Logger
 }
 
@@ -83,8 +88,13 @@ func (s *Stream) Start(ctx context.Context, start pglogrepl.LSN) error {
 		PluginArgs: []string{
 			"proto_version '1'",
 			"publication_names '" + strings.ReplaceAll(pub, "'", "''") + "'",
+			"messages 'true'", // heartbeats, see decode.HeartbeatPrefix
 		},
 	})
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "55006" { // object_in_use
+		return fmt.Errorf("start replication on slot %q: %w: %s", s.cfg.Slot, ErrSlotActive, pgErr.Message)
+	}
 	if err != nil {
 		return fmt.Errorf("start replication on slot %q at %s: %w", s.cfg.Slot, start, err)
 	}
@@ -97,12 +107,16 @@ func (s *Stream) Start(ctx context.Context, start pglogrepl.LSN) error {
 // message to handle and reporting progress at least every StatusInterval.
 // It returns ctx's cause when ctx ends.
 func (s *Stream) Run(ctx context.Context, handle Handler) error {
-	d := newDeadline(ctx, s.cfg.StatusInterval)
+	d := newDeadline(ctx, min(s.cfg.StatusInterval, s.receiveTimeout()/2))
 	defer d.stop()
+	s.heard = time.Now()
 	for {
 		raw, err := s.conn.ReceiveMessage(d.ctx)
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
+		}
+		if err == nil {
+			s.heard = time.Now()
 		}
 		if err != nil {
 			if !pgconn.Timeout(err) {
@@ -132,6 +146,9 @@ func (s *Stream) Run(ctx context.Context, handle Handler) error {
 				if err := s.statusDue(d); err != nil {
 					return err
 				}
+				// Not reading while the handler waits: the server's
+				// silence is not measured meanwhile.
+				s.heard = time.Now()
 			}
 		case *pgproto3.ErrorResponse:
 			return fmt.Errorf("stream slot %q: %w", s.cfg.Slot, pgconn.ErrorResponseToPgError(msg))
@@ -143,13 +160,28 @@ func (s *Stream) Run(ctx context.Context, handle Handler) error {
 	}
 }
 
-// statusDue sends a status update and starts the next interval.
+// statusDue sends a status update and starts the next interval. When the
+// server has been silent for a whole interval the update asks for a reply:
+// the keepalive that answers proves the connection alive and carries the WAL
+// end that an idle stream may confirm. Silence past ReceiveTimeout ends the
+// session with ErrNoResponse.
 func (s *Stream) statusDue(d *deadline) error {
-	if err := s.sendStatus(false); err != nil {
+	silent := time.Since(s.heard)
+	if timeout := s.receiveTimeout(); silent >= timeout {
+		return fmt.Errorf("stream slot %q: %w for %s; reconnecting", s.cfg.Slot, ErrNoResponse, silent.Round(time.Millisecond))
+	}
+	if err := s.sendStatus(silent >= min(s.cfg.StatusInterval, s.receiveTimeout()/2)*9/10); err != nil {
 		return err
 	}
 	d.reset()
 	return nil
+}
+
+func (s *Stream) receiveTimeout() time.Duration {
+	if s.cfg.ReceiveTimeout > 0 {
+		return s.cfg.ReceiveTimeout
+	}
+	return 3 * s.cfg.StatusInterval
 }
 
 // deadline is a context that ends at the next status update, shared by every

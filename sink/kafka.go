@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/golang-lru/v2/expirable"
+	"github.com/jackc/pglogrepl"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/outbox-cdc/outbox-cdc/decode"
@@ -20,31 +22,73 @@ type Config struct {
 	Topic        Topic
 	BatchSize    int
 	BatchTimeout time.Duration
-	Logger       *slog.Logger
+	// MaxMessageBytes bounds one record (key, value and headers). A larger
+	// event is dead-lettered without being sent. Keep it at or below the
+	// topics' max.message.bytes (broker default 1048588).
+	MaxMessageBytes int
+	// AutoCreateTopics asks the broker to create a missing topic (the broker
+	// must allow it too).
+	AutoCreateTopics bool
+	// MissingTopicTimeout is how long an event waits for its topic to exist
+	// before it is dead-lettered.
+	MissingTopicTimeout time.Duration
+	// DeadLetterTopic receives what cannot be published, with the reason in
+	// headers. Empty means no dead-lettering: such an event fails the stream.
+	DeadLetterTopic string
+	Table           string // schema.table, named in dead-letter headers
+	// PayloadColumn and AggregateIDColumn name the columns of a row that did
+	// not decode which become a dead letter's value and key.
+	PayloadColumn, AggregateIDColumn string
+	Logger          *slog.Logger
 }
 
 // Done receives the fate of the event published with token: err is nil once
-// every in-sync replica has it (acks=all), or says why it was not written.
-// It is called from the writer's goroutines, in order within a partition.
+// every in-sync replica has it (acks=all) or, for an event that could not be
+// published, once its dead letter is; otherwise err says why it was not
+// written. It is called from the writer's goroutines, in order within a
+// partition.
 type Done func(token uint64, err error)
 
-// Writer publishes events to Kafka asynchronously.
+// Writer publishes events to Kafka asynchronously, one batch in flight per
+// partition, and dead-letters what Kafka can never accept.
 type Writer struct {
-	w      *kafka.Writer
-	topic  Topic
-	log    *slog.Logger
-	down   atomic.Bool // the broker refused the last attempt; logged once per outage
-	closed atomic.Bool
+	cfg     Config
+	w       *kafka.Writer // async; the hot path
+	sync    *kafka.Writer // synchronous, one message per request: salvage and dead letters from completions
+	done    Done
+	log     *slog.Logger
+	missing *expirable.LRU[string, struct{}] // topics that stayed missing past MissingTopicTimeout
+
+	// abandon ends salvage retries once Close gives up waiting.
+	abandon   context.Context
+	abandoned context.CancelFunc
+
+	down       atomic.Bool // produce is failing; logged once per outage
+	closed     atomic.Bool
+	deadLetter atomic.Int64
 }
 
-// Retry bounds inside kafka-go: a batch is retried for transient errors in
-// the partition's own goroutine, which holds the partition's later batches
-// behind it, so one key's events keep their order while the broker is away.
+// meta travels with each message through kafka-go (Message.WriterData).
+type meta struct {
+	token uint64
+	lsn   pglogrepl.LSN
+	dead  bool // a dead letter: never dead-lettered again
+}
+
+// Retries inside kafka-go: a batch is retried in its partition's goroutine,
+// which holds the partition's later batches behind it, so one key's events
+// keep their order while the broker is away. When kafka-go gives up (after
+// maxAttempts, or on an error it deems permanent), the completion callback,
+// still on that goroutine, takes over (see salvage): order holds there too.
 const (
-	maxAttempts = 60
+	maxAttempts = 600
 	backoffMin  = 100 * time.Millisecond
 	backoffMax  = time.Second
 )
+
+// DefaultMaxMessageBytes leaves room under the broker's default
+// max.message.bytes (1048588) for the record batch's own overhead.
+const DefaultMaxMessageBytes = 1_000_000
 
 // NewWriter returns a writer whose completions go to done.
 func NewWriter(cfg Config, done Done) *Writer {
@@ -52,7 +96,12 @@ func NewWriter(cfg Config, done Done) *Writer {
 	if log == nil {
 		log = slog.Default()
 	}
-	w := &Writer{topic: cfg.Topic, log: log}
+	if cfg.MaxMessageBytes <= 0 {
+		cfg.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	w := &Writer{cfg: cfg, log: log, done: done, missing: expirable.NewLRU[string, struct{}](1024, nil, time.Minute)}
+	w.abandon, w.abandoned = context.WithCancel(context.Background())
+	batchBytes := max(int64(cfg.MaxMessageBytes)+4096, 1<<20)
 	w.w = &kafka.Writer{
 		Addr: kafka.TCP(cfg.Brokers...),
 		// Same partition for a key as the Java client, so that consumers and
@@ -60,35 +109,54 @@ func NewWriter(cfg Config, done Done) *Writer {
 		Balancer:               &kafka.Murmur2Balancer{},
 		RequiredAcks:           kafka.RequireAll,
 		BatchSize:              cfg.BatchSize,
+		BatchBytes:             batchBytes,
 		BatchTimeout:           cfg.BatchTimeout,
 		Async:                  true,
-		AllowAutoTopicCreation: true,
+		AllowAutoTopicCreation: cfg.AutoCreateTopics,
 		MaxAttempts:            maxAttempts,
 		WriteBackoffMin:        backoffMin,
 		WriteBackoffMax:        backoffMax,
-		ErrorLogger: kafka.LoggerFunc(func(msg string, args ...any) {
-			log.Debug("kafka writer", slog.String("msg", fmt.Sprintf(msg, args...)))
-		}),
-		Completion: func(msgs []kafka.Message, err error) {
-			if err != nil {
-				err = classify(err)
-			}
-			for i := range msgs {
-				done(msgs[i].WriterData.(uint64), err)
-			}
-		},
+		ErrorLogger:            kafka.LoggerFunc(w.produceFailed),
+		Completion:             w.complete,
+	}
+	w.sync = &kafka.Writer{
+		Addr:                   kafka.TCP(cfg.Brokers...),
+		Balancer:               &kafka.Murmur2Balancer{},
+		RequiredAcks:           kafka.RequireAll,
+		BatchSize:              1,
+		BatchBytes:             batchBytes,
+		BatchTimeout:           time.Millisecond,
+		AllowAutoTopicCreation: cfg.AutoCreateTopics,
+		MaxAttempts:            1, // salvage retries itself
 	}
 	return w
 }
 
+// produceFailed is kafka-go's error log: one line per failed produce attempt.
+// It is turned into one warning per outage.
+func (w *Writer) produceFailed(msg string, args ...any) {
+	if w.down.CompareAndSwap(false, true) {
+		w.log.Warn("kafka produce failing, retrying until it succeeds", slog.String("err", fmt.Sprintf(msg, args...)))
+	}
+}
+
+func (w *Writer) up() {
+	if w.down.Load() && w.down.CompareAndSwap(true, false) {
+		w.log.Info("kafka produce succeeding again")
+	}
+}
+
 // Publish hands ev to the writer; its fate reaches Done with token. It blocks
 // only while the broker cannot be asked where the topic's partitions are,
-// retrying with capped, jittered backoff until ctx ends. An error means ev
-// was not handed over: ctx ended, or the error is permanent (*Error).
+// retrying with capped, jittered backoff until ctx ends. An event that can
+// never be published (a topic name Kafka rejects, too large, a topic that
+// does not exist) is dead-lettered instead, or, without a dead-letter topic,
+// returned as a permanent *Error. Any other error means ev was not handed
+// over because ctx ended.
 func (w *Writer) Publish(ctx context.Context, ev *decode.Event, token uint64) error {
-	topic := w.topic.Name(ev)
+	topic := w.cfg.Topic.Name(ev)
 	if err := validTopicName(topic); err != nil {
-		return &Error{Topic: topic, Err: err}
+		return w.deadLetterEvent(ctx, ev, topic, token, &Error{Topic: topic, Err: err, Reason: ReasonInvalidTopic})
 	}
 	headers := make([]kafka.Header, 0, 3+len(ev.Headers))
 	headers = append(headers,
@@ -105,34 +173,141 @@ func (w *Writer) Publish(ctx context.Context, ev *decode.Event, token uint64) er
 		Value:      ev.Payload,
 		Headers:    headers,
 		Time:       ev.Time,
-		WriterData: token,
+		WriterData: meta{token: token, lsn: ev.CommitLSN},
 	}
+	if n := recordSize(&msg); n > w.cfg.MaxMessageBytes {
+		return w.deadLetterEvent(ctx, ev, topic, token, &Error{Topic: topic, Reason: ReasonMessageTooLarge,
+			Err: fmt.Errorf("record of %d bytes exceeds --max-message-bytes %d", n, w.cfg.MaxMessageBytes)})
+	}
+	err := w.write(ctx, msg)
+	var perr *Error
+	if errors.As(err, &perr) && perr.Reason != "" {
+		return w.deadLetterEvent(ctx, ev, topic, token, perr)
+	}
+	return err
+}
+
+// write hands msg to the async writer, retrying while the topic's metadata
+// cannot be had. A topic still missing after MissingTopicTimeout yields an
+// *Error with ReasonTopicMissing.
+func (w *Writer) write(ctx context.Context, msg kafka.Message) error {
+	if _, missing := w.missing.Get(msg.Topic); missing {
+		return &Error{Topic: msg.Topic, Reason: ReasonTopicMissing, Err: fmt.Errorf("topic does not exist (waited %s for it earlier)", w.cfg.MissingTopicTimeout)}
+	}
+	var missingSince time.Time
 	for attempt := 0; ; attempt++ {
 		err := w.w.WriteMessages(ctx, msg)
 		if err == nil {
-			if w.down.CompareAndSwap(true, false) {
-				w.log.Info("kafka reachable again")
-			}
 			return nil
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("publish to %s: %w", topic, context.Cause(ctx))
+			return fmt.Errorf("publish to %s: %w", msg.Topic, context.Cause(ctx))
 		}
 		perr := classify(err)
+		perr.Topic = msg.Topic
 		if !perr.Retriable {
 			return perr
 		}
 		switch {
 		case errors.Is(err, kafka.UnknownTopicOrPartition), errors.Is(err, kafka.LeaderNotAvailable):
 			// A topic being auto-created answers this way for a moment.
-			w.log.Debug("topic not ready, retrying", slog.String("topic", topic), slog.Any("err", err))
-		case w.down.CompareAndSwap(false, true):
-			w.log.Warn("kafka unavailable, retrying", slog.String("topic", topic), slog.Any("err", err))
+			if missingSince.IsZero() {
+				missingSince = time.Now()
+			}
+			if time.Since(missingSince) >= w.cfg.MissingTopicTimeout {
+				w.missing.Add(msg.Topic, struct{}{})
+				return &Error{Topic: msg.Topic, Reason: ReasonTopicMissing,
+					Err: fmt.Errorf("topic does not exist after %s (create it, or let the broker auto-create topics)", w.cfg.MissingTopicTimeout)}
+			}
+			w.log.Debug("topic not ready, retrying", slog.String("topic", msg.Topic), slog.Any("err", err))
+		default:
+			if w.down.CompareAndSwap(false, true) {
+				w.log.Warn("kafka unavailable, retrying until it answers", slog.String("topic", msg.Topic), slog.Any("err", err))
+			}
 		}
 		select {
 		case <-time.After(jitter(attempt)):
 		case <-ctx.Done():
-			return fmt.Errorf("publish to %s: %w", topic, context.Cause(ctx))
+			return fmt.Errorf("publish to %s: %w", msg.Topic, context.Cause(ctx))
+		}
+	}
+}
+
+// complete is kafka-go's completion callback, called on the partition's own
+// goroutine before its next batch is sent.
+func (w *Writer) complete(msgs []kafka.Message, err error) {
+	if err == nil {
+		w.up()
+		for i := range msgs {
+			w.done(msgs[i].WriterData.(meta).token, nil)
+		}
+		return
+	}
+	w.salvage(msgs, classify(err))
+}
+
+// salvage settles a batch that kafka-go gave up on. It runs on the batch's
+// partition goroutine, so the partition's later batches wait: no key's
+// events overtake each other. A transient failure is retried with backoff
+// until it succeeds or the writer is abandoned. A permanent one is retried
+// message by message, and a message Kafka refuses for what it is (too large,
+// an invalid record or topic) is dead-lettered, or fails the stream without
+// a dead-letter topic.
+func (w *Writer) salvage(msgs []kafka.Message, perr *Error) {
+	if perr.Retriable {
+		// Message by message, each until it is written, so that the
+		// batch's own order holds too.
+		for i := range msgs {
+			err := w.retry(msgs[i])
+			if err == nil {
+				w.up()
+			}
+			w.done(msgs[i].WriterData.(meta).token, err)
+		}
+		return
+	}
+	w.log.Warn("kafka refused a batch; sending its messages one by one", slog.String("topic", msgs[0].Topic),
+		slog.Int("messages", len(msgs)), slog.Any("err", perr.Err))
+	for i := range msgs {
+		m := meta{}
+		if md, ok := msgs[i].WriterData.(meta); ok {
+			m = md
+		}
+		err := w.retry(msgs[i])
+		var one *Error
+		if errors.As(err, &one) && one.Reason != "" && !m.dead && w.cfg.DeadLetterTopic != "" {
+			dl := w.fit(deadLetterOfMessage(&msgs[i], one, w.cfg.Table, m.lsn))
+			dl.Topic = w.cfg.DeadLetterTopic
+			if err = w.retry(dl); err == nil {
+				w.counted(msgs[i].Topic, string(msgs[i].Key), one)
+			}
+		}
+		w.done(m.token, err)
+	}
+}
+
+// retry writes msg synchronously until the write succeeds, fails
+// permanently, or the writer is abandoned. Transient failures back off with
+// jitter, capped at 5 s.
+func (w *Writer) retry(msg kafka.Message) error {
+	msg.Partition, msg.Offset = 0, 0
+	for attempt := 0; ; attempt++ {
+		err := w.sync.WriteMessages(w.abandon, msg)
+		if err == nil {
+			return nil
+		}
+		perr := classify(err)
+		perr.Topic = msg.Topic
+		if !perr.Retriable || w.abandon.Err() != nil {
+			return perr
+		}
+		if w.down.CompareAndSwap(false, true) {
+			w.log.Warn("kafka produce failing, retrying until it succeeds", slog.Any("err", err))
+		}
+		select {
+		case <-time.After(jitter(attempt)):
+		case <-w.abandon.Done():
+			return &Error{Topic: perr.Topic, Err: fmt.Errorf("writer closed while retrying: %w", perr.Err)}
 		}
 	}
 }
@@ -144,6 +319,15 @@ func jitter(attempt int) time.Duration {
 		d = 5 * time.Second
 	}
 	return d/2 + rand.N(d/2+1)
+}
+
+// recordSize is a record's weight against MaxMessageBytes.
+func recordSize(m *kafka.Message) int {
+	n := len(m.Key) + len(m.Value)
+	for _, h := range m.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
 }
 
 // Ping asks the brokers for cluster metadata, so that a wrong address is
@@ -158,33 +342,48 @@ func Ping(ctx context.Context, brokers []string) error {
 	return nil
 }
 
+// DeadLettered returns how many events this writer dead-lettered.
+func (w *Writer) DeadLettered() int64 { return w.deadLetter.Load() }
+
 // Close flushes what is buffered and waits for every completion, or until
-// ctx ends; it is safe to call twice.
+// ctx ends; then retries still running are abandoned. It is safe to call
+// twice.
 func (w *Writer) Close(ctx context.Context) error {
 	if !w.closed.CompareAndSwap(false, true) {
 		return nil
 	}
 	done := make(chan error, 1)
-	go func() { done <- w.w.Close() }()
+	go func() { done <- errors.Join(w.w.Close(), w.sync.Close()) }()
 	select {
 	case err := <-done:
+		w.abandoned()
 		if err != nil {
 			return fmt.Errorf("close kafka writer: %w", err)
 		}
 		return nil
 	case <-ctx.Done():
-		// kafka-go cannot abandon a batch it is retrying; the goroutine above
-		// ends with the process.
+		// Salvage retries stop at once; a batch kafka-go itself is retrying
+		// stops after its attempts, or with the process.
+		w.abandoned()
 		return fmt.Errorf("close kafka writer: %w", context.Cause(ctx))
 	}
 }
 
+// Reasons an event cannot be published, carried in dead-letter headers.
+const (
+	ReasonInvalidTopic    = "invalid_topic"     // the routed topic name breaks Kafka's rules
+	ReasonMessageTooLarge = "message_too_large" // over --max-message-bytes, or refused by the broker as too large
+	ReasonTopicMissing    = "topic_missing"     // the topic does not exist and is not created
+	ReasonInvalidRecord   = "invalid_record"    // the broker refused the record itself
+)
+
 // Error is a failed publish, classified once here so that callers branch on
-// Retriable rather than on broker error codes or strings.
+// Retriable and Reason rather than on broker error codes or strings.
 type Error struct {
 	Topic     string
 	Err       error
-	Retriable bool // the same message may succeed later
+	Retriable bool   // the same message may succeed later
+	Reason    string // set when the event itself can never be published as it is
 }
 
 func (e *Error) Error() string {
@@ -199,7 +398,8 @@ func (e *Error) Unwrap() error { return e.Err }
 func classify(err error) *Error {
 	var e *Error
 	if errors.As(err, &e) {
-		return e
+		c := *e
+		return &c
 	}
 	var wes kafka.WriteErrors
 	if errors.As(err, &wes) {
@@ -214,8 +414,16 @@ func classify(err error) *Error {
 	var kerr kafka.Error
 	switch {
 	case errors.As(err, &mtl):
-		return &Error{Err: err}
+		return &Error{Err: err, Reason: ReasonMessageTooLarge}
 	case errors.As(err, &kerr):
+		switch kerr {
+		case kafka.MessageSizeTooLarge, kafka.RecordListTooLarge:
+			return &Error{Err: err, Reason: ReasonMessageTooLarge}
+		case kafka.InvalidRecord:
+			return &Error{Err: err, Reason: ReasonInvalidRecord}
+		case kafka.InvalidTopic:
+			return &Error{Err: err, Reason: ReasonInvalidTopic}
+		}
 		return &Error{Err: err, Retriable: kerr.Temporary()}
 	case errors.Is(err, context.Canceled):
 		return &Error{Err: err}

@@ -76,6 +76,9 @@ func (t Topic) Name(ev *decode.Event) string {
 	return b.String()
 }
 
+// ValidateTopicName reports why Kafka would reject name as a topic name.
+func ValidateTopicName(name string) error { return validTopicName(name) }
+
 // validTopicName applies Kafka's rules for topic names, so that a routed name
 // the broker would reject is reported with the reason instead of a broker
 // error code.

@@ -63,6 +63,12 @@ func mainExit(args, environ []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "outbox-cdc: --topic: %v\n", err)
 		return exitUsage
 	}
+	if cfg.OnInvalid == config.OnInvalidDLQ {
+		if err := sink.ValidateTopicName(cfg.DeadLetterTopic); err != nil {
+			fmt.Fprintf(stderr, "outbox-cdc: --dlq-topic: %v\n", err)
+			return exitUsage
+		}
+	}
 	log := newLogger(cfg.LogFormat, stderr)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pglogrepl"
@@ -26,6 +27,7 @@ type pipeline struct {
 
 type pendingEvent struct {
 	ev       decode.Event
+	invalid  *decode.InvalidRowError // a row that did not decode: dead-lettered instead
 	seq      checkpoint.Seq
 	reserved bool
 }
@@ -33,30 +35,47 @@ type pendingEvent struct {
 func (p *pipeline) handle(ctx context.Context, _ pglogrepl.LSN, data []byte) error {
 	if p.pending == nil {
 		res, err := p.dec.Decode(data)
-		if err != nil {
+		var rowErr *decode.InvalidRowError
+		switch {
+		case errors.As(err, &rowErr):
+			p.pending = &pendingEvent{invalid: rowErr}
+		case err != nil:
 			return err
-		}
-		switch res.Kind {
-		case decode.KindBegin:
+		case res.Kind == decode.KindBegin:
 			p.track.Begin()
 			return nil
-		case decode.KindCommit:
+		case res.Kind == decode.KindCommit:
 			p.track.Commit(res.End)
 			return nil
-		case decode.KindSkip:
+		case res.Kind == decode.KindHeartbeat:
+			p.track.ConfirmIdle(res.End)
 			return nil
+		case res.Kind == decode.KindSkip:
+			return nil
+		default:
+			p.pending = &pendingEvent{ev: res.Event}
 		}
-		p.pending = &pendingEvent{ev: res.Event}
 	}
 	pe := p.pending
 	if !pe.reserved {
-		seq, err := p.track.Reserve(ctx, pe.ev.Size())
+		size := pe.ev.Size()
+		if pe.invalid != nil {
+			size = 0
+			for _, c := range pe.invalid.Columns {
+				size += int64(len(c.Value))
+			}
+		}
+		seq, err := p.track.Reserve(ctx, size)
 		if err != nil {
 			return err
 		}
 		pe.seq, pe.reserved = seq, true
 	}
-	if err := p.pub.Publish(ctx, &pe.ev, uint64(pe.seq)); err != nil {
+	if pe.invalid != nil {
+		if err := p.pub.DeadLetterRow(ctx, pe.invalid, uint64(pe.seq)); err != nil {
+			return err
+		}
+	} else if err := p.pub.Publish(ctx, &pe.ev, uint64(pe.seq)); err != nil {
 		return fmt.Errorf("event %s at %s: %w", pe.ev.ID, pe.ev.CommitLSN, err)
 	}
 	p.pending = nil

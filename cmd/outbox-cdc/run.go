@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -37,6 +38,7 @@ func run(ctx context.Context, cfg config.Config, topic sink.Topic, log *slog.Log
 	if err != nil {
 		return err
 	}
+	standby := false // another process streams the slot; we wait for it to let go
 	for attempt := 0; ; attempt++ {
 		began, err := session(ctx, cfg, topic, start, log)
 		if ctx.Err() != nil {
@@ -46,10 +48,22 @@ func run(ctx context.Context, cfg config.Config, topic sink.Topic, log *slog.Log
 			return err
 		}
 		if began {
-			attempt = 0
+			attempt, standby = 0, false
 		}
-		wait := backoff(attempt)
-		log.Warn("stream interrupted, reconnecting", slog.Any("err", err), slog.Duration("in", wait))
+		var wait time.Duration
+		if errors.Is(err, replication.ErrSlotActive) {
+			// A second instance: quiet, and quick to take over.
+			attempt = 0
+			wait = standbyPoll/2 + rand.N(standbyPoll/2+1)
+			if !standby {
+				standby = true
+				log.Info("standing by: the slot is streamed by another process; taking over when it lets go",
+					slog.String("slot", cfg.Slot), slog.Any("err", err))
+			}
+		} else {
+			wait = backoff(attempt)
+			log.Warn("stream interrupted, reconnecting", slog.Any("err", err), slog.Duration("in", wait))
+		}
 		select {
 		case <-time.After(wait):
 		case <-ctx.Done():
@@ -66,6 +80,9 @@ func run(ctx context.Context, cfg config.Config, topic sink.Topic, log *slog.Log
 		}
 	}
 }
+
+// standbyPoll is how often a standing-by instance tries the slot.
+const standbyPoll = 2 * time.Second
 
 func prepare(ctx context.Context, url string, t replication.Target, createSlot bool) (pglogrepl.LSN, error) {
 	conn, err := pgx.Connect(ctx, url)
@@ -108,8 +125,15 @@ func session(ctx context.Context, cfg config.Config, topic sink.Topic, start pgl
 	}
 	track := checkpoint.New(start, cfg.MaxInFlight, cfg.MaxInFlightBytes)
 	failed := make(chan error, 1) // the first publish failure; later ones add nothing
+	dlq := ""
+	if cfg.OnInvalid == config.OnInvalidDLQ {
+		dlq = cfg.DeadLetterTopic
+	}
 	writer := sink.NewWriter(sink.Config{
-		Brokers: cfg.KafkaBrokers, Topic: topic, BatchSize: cfg.BatchSize, BatchTimeout: cfg.BatchTimeout, Logger: log,
+		Brokers: cfg.KafkaBrokers, Topic: topic, BatchSize: cfg.BatchSize, BatchTimeout: cfg.BatchTimeout,
+		MaxMessageBytes: cfg.MaxMessageBytes, AutoCreateTopics: cfg.AutoCreateTopics, MissingTopicTimeout: cfg.MissingTopicTimeout,
+		DeadLetterTopic: dlq, Table: cfg.QualifiedTable(), PayloadColumn: cfg.Columns.Payload, AggregateIDColumn: cfg.Columns.AggregateID,
+		Logger: log,
 	}, func(token uint64, err error) {
 		if err != nil {
 			select {
@@ -121,7 +145,8 @@ func session(ctx context.Context, cfg config.Config, topic sink.Topic, start pgl
 		track.Ack(checkpoint.Seq(token))
 	})
 	stream, err := replication.Connect(ctx, replication.StreamConfig{
-		URL: cfg.PostgresURL, Slot: cfg.Slot, Publication: cfg.Publication, StatusInterval: cfg.StatusInterval, Logger: log,
+		URL: cfg.PostgresURL, Slot: cfg.Slot, Publication: cfg.Publication, StatusInterval: cfg.StatusInterval,
+		ReceiveTimeout: cfg.ReceiveTimeout, Logger: log,
 	}, track)
 	if err != nil {
 		return false, errors.Join(err, writer.Close(context.Background()))
@@ -141,9 +166,19 @@ func session(ctx context.Context, cfg config.Config, topic sink.Topic, start pgl
 		case <-readCtx.Done():
 		}
 	}()
+	var beats sync.WaitGroup
+	if cfg.HeartbeatInterval > 0 {
+		beats.Go(func() {
+			replication.Heartbeat(readCtx, cfg.PostgresURL, cfg.HeartbeatInterval, func() bool {
+				n, _ := track.InFlight()
+				return n == 0
+			}, log)
+		})
+	}
 	runErr := stream.Run(readCtx, p.handle)
 	stopReading(runErr)
 	<-watched
+	beats.Wait()
 	if ctx.Err() != nil {
 		runErr = nil // a signal: drain and confirm
 	}

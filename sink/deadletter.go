@@ -1,0 +1,165 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/outbox-cdc/outbox-cdc/decode"
+)
+
+// A dead letter is the outbox row that could not be published, sent to the
+// dead-letter topic keyed as it would have been (aggregate id, else event
+// id), with the payload as its value when it fits, and these headers:
+const (
+	HeaderReason     = "outbox_cdc.reason"      // a short code, such as message_too_large
+	HeaderError      = "outbox_cdc.error"       // the full reason, for people
+	HeaderTable      = "outbox_cdc.table"       // schema.table of the outbox row
+	HeaderLSN        = "outbox_cdc.lsn"         // commit LSN of the row's transaction
+	HeaderTopic      = "outbox_cdc.topic"       // the topic it was routed to, when known
+	HeaderColumn     = "outbox_cdc.column."     // prefix: a column of a row that did not decode, as text
+	HeaderNull       = "outbox_cdc.null"        // comma-separated NULL columns of such a row
+	HeaderTruncated  = "outbox_cdc.truncated"   // "value" or "value,headers": left out to fit
+	HeaderValueBytes = "outbox_cdc.value_bytes" // the original value's size, when truncated
+)
+
+// DeadLetterRow dead-letters a row that did not decode into an event, under
+// token. Without a dead-letter topic it returns rowErr: the stream stops
+// there, without confirming the row.
+func (w *Writer) DeadLetterRow(ctx context.Context, rowErr *decode.InvalidRowError, token uint64) error {
+	if w.cfg.DeadLetterTopic == "" {
+		return rowErr
+	}
+	msg := kafka.Message{Headers: deadLetterHeaders(rowErr.Reason, rowErr.Detail, rowErr.Table, rowErr.CommitLSN, "")}
+	var nulls []string
+	for _, c := range rowErr.Columns {
+		switch {
+		case c.Null:
+			nulls = append(nulls, c.Name)
+		case c.Name == w.cfg.PayloadColumn:
+			msg.Value = c.Value
+		default:
+			msg.Headers = append(msg.Headers, kafka.Header{Key: HeaderColumn + c.Name, Value: c.Value})
+		}
+	}
+	if len(nulls) > 0 {
+		msg.Headers = append(msg.Headers, kafka.Header{Key: HeaderNull, Value: []byte(strings.Join(nulls, ","))})
+	}
+	if v, ok := rowErr.Column(w.cfg.AggregateIDColumn); ok && len(v) > 0 {
+		msg.Key = v
+	} else if rowErr.ID != "" {
+		msg.Key = []byte(rowErr.ID)
+	}
+	return w.sendDeadLetter(ctx, msg, token, rowErr.CommitLSN, rowErr.ID, rowErr.Reason, rowErr.Detail)
+}
+
+// deadLetterEvent dead-letters an event that decoded but cannot be
+// published, or returns perr without a dead-letter topic.
+func (w *Writer) deadLetterEvent(ctx context.Context, ev *decode.Event, topic string, token uint64, perr *Error) error {
+	if w.cfg.DeadLetterTopic == "" {
+		return perr
+	}
+	msg := kafka.Message{Key: []byte(ev.AggregateID), Value: ev.Payload, Time: ev.Time}
+	msg.Headers = append(deadLetterHeaders(perr.Reason, perr.Err.Error(), w.cfg.Table, ev.CommitLSN, topic),
+		kafka.Header{Key: "id", Value: []byte(ev.ID)},
+		kafka.Header{Key: "event_type", Value: []byte(ev.EventType)},
+		kafka.Header{Key: "aggregate_type", Value: []byte(ev.AggregateType)},
+	)
+	for _, h := range ev.Headers {
+		msg.Headers = append(msg.Headers, kafka.Header{Key: h.Key, Value: h.Value})
+	}
+	if len(msg.Key) == 0 {
+		msg.Key = []byte(ev.ID)
+	}
+	return w.sendDeadLetter(ctx, msg, token, ev.CommitLSN, ev.ID, perr.Reason, perr.Err.Error())
+}
+
+// deadLetterOfMessage is the dead letter of a message the broker refused.
+func deadLetterOfMessage(m *kafka.Message, perr *Error, table string, lsn pglogrepl.LSN) kafka.Message {
+	dl := kafka.Message{Key: m.Key, Value: m.Value, Time: m.Time}
+	dl.Headers = append(deadLetterHeaders(perr.Reason, perr.Err.Error(), table, lsn, m.Topic), m.Headers...)
+	return dl
+}
+
+func deadLetterHeaders(reason, detail, table string, lsn pglogrepl.LSN, topic string) []kafka.Header {
+	hs := []kafka.Header{
+		{Key: HeaderReason, Value: []byte(reason)},
+		{Key: HeaderError, Value: []byte(detail)},
+		{Key: HeaderTable, Value: []byte(table)},
+		{Key: HeaderLSN, Value: []byte(lsn.String())},
+	}
+	if topic != "" {
+		hs = append(hs, kafka.Header{Key: HeaderTopic, Value: []byte(topic)})
+	}
+	return hs
+}
+
+// sendDeadLetter hands a dead letter to the async writer under token. A
+// dead-letter topic that cannot take it fails the stream: there is nowhere
+// else to put the row.
+func (w *Writer) sendDeadLetter(ctx context.Context, msg kafka.Message, token uint64, lsn pglogrepl.LSN, id, reason, detail string) error {
+	msg = w.fit(msg)
+	msg.Topic = w.cfg.DeadLetterTopic
+	msg.WriterData = meta{token: token, lsn: lsn, dead: true}
+	if err := w.write(ctx, msg); err != nil {
+		var perr *Error
+		if errors.As(err, &perr) && perr.Reason != "" {
+			return &Error{Topic: msg.Topic, Err: fmt.Errorf("dead-letter topic refused the row %s (%s: %s): %w", id, reason, detail, perr.Err)}
+		}
+		return err
+	}
+	w.deadLetter.Add(1)
+	w.log.Warn("dead-lettered an outbox row", slog.String("id", id), slog.String("reason", reason), slog.String("err", detail),
+		slog.String("lsn", lsn.String()), slog.String("dead_letter_topic", msg.Topic), slog.Int64("dead_lettered_total", w.deadLetter.Load()))
+	return nil
+}
+
+// counted records a dead letter written by salvage.
+func (w *Writer) counted(topic, key string, perr *Error) {
+	w.deadLetter.Add(1)
+	w.log.Warn("dead-lettered a message the broker refused", slog.String("topic", topic), slog.String("key", key),
+		slog.String("reason", perr.Reason), slog.Any("err", perr.Err), slog.String("dead_letter_topic", w.cfg.DeadLetterTopic),
+		slog.Int64("dead_lettered_total", w.deadLetter.Load()))
+}
+
+// fit makes a dead letter fit MaxMessageBytes: first the value is left out,
+// then every header but the dead-letter ones, then the error text is cut.
+// What is left out is named in HeaderTruncated; the row itself is still in
+// the outbox table unless it was deleted.
+func (w *Writer) fit(m kafka.Message) kafka.Message {
+	limit := w.cfg.MaxMessageBytes
+	if recordSize(&m) <= limit {
+		return m
+	}
+	truncated := "value"
+	m.Headers = append(m.Headers,
+		kafka.Header{Key: HeaderValueBytes, Value: []byte(strconv.Itoa(len(m.Value)))},
+		kafka.Header{Key: HeaderTruncated, Value: []byte(truncated)})
+	m.Value = nil
+	if recordSize(&m) <= limit {
+		return m
+	}
+	kept := m.Headers[:0:0]
+	for _, h := range m.Headers {
+		switch {
+		case h.Key == HeaderTruncated:
+			kept = append(kept, kafka.Header{Key: h.Key, Value: []byte("value,headers")})
+		case h.Key == "id" || strings.HasPrefix(h.Key, "outbox_cdc.") && !strings.HasPrefix(h.Key, HeaderColumn):
+			if h.Key == HeaderError && len(h.Value) > 1024 {
+				h.Value = h.Value[:1024]
+			}
+			kept = append(kept, h)
+		}
+	}
+	m.Headers = kept
+	if len(m.Key) > 1024 {
+		m.Key = m.Key[:1024]
+	}
+	return m
+}
