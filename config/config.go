@@ -25,6 +25,7 @@ type Config struct {
 	Topic        string // topic template, see sink.ParseTopic
 	Columns      Columns
 	LogFormat    string
+	LogLevel     string
 
 	MaxInFlight      int           // events published but not yet acknowledged
 	MaxInFlightBytes int64         // payload bytes of those events
@@ -94,6 +95,7 @@ func Parse(args, environ []string, out io.Writer) (Config, error) {
 	fs.StringVar(&c.Columns.Headers, "column-headers", "headers", "optional jsonb column; each string member becomes a Kafka header (absent column: unused)")
 	fs.StringVar(&c.Columns.Timestamp, "column-timestamp", "created_at", "optional timestamp column for the message time (absent column: commit time)")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "least severe level logged: debug, info, warn or error")
 	fs.IntVar(&c.MaxInFlight, "max-in-flight", 10000, "most events published but not yet acknowledged; reading the WAL pauses at this bound")
 	fs.Int64Var(&c.MaxInFlightBytes, "max-in-flight-bytes", 64<<20, "most payload bytes published but not yet acknowledged")
 	fs.IntVar(&c.BatchSize, "batch-size", 1000, "most messages in one produce request per partition")
@@ -188,6 +190,8 @@ func (c Config) Validate() error {
 		return usagef("--topic must not be empty")
 	case c.LogFormat != "text" && c.LogFormat != "json":
 		return usagef("--log-format %q: want text or json", c.LogFormat)
+	case c.LogLevel != "debug" && c.LogLevel != "info" && c.LogLevel != "warn" && c.LogLevel != "error":
+		return usagef("--log-level %q: want debug, info, warn or error", c.LogLevel)
 	case c.MaxInFlight < 1:
 		return usagef("--max-in-flight %d: want at least 1", c.MaxInFlight)
 	case c.MaxInFlightBytes < 1:

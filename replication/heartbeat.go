@@ -3,6 +3,7 @@ package replication
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -12,67 +13,83 @@ import (
 	"github.com/outbox-cdc/outbox-cdc/decode"
 )
 
-// Heartbeat writes a tiny non-transactional logical decoding message every
-// interval while idle() reports nothing in flight, until ctx ends. The
-// message comes back through the slot (see decode.KindHeartbeat), and its
-// LSN is confirmed: an outbox that sees no inserts still moves its slot, so
-// the WAL the slot retains stays bounded however busy other tables are.
+// Watch runs beside a streaming session until ctx ends, every interval:
 //
-// Failures are logged once per change of state and retried next interval;
-// a role not allowed to call pg_logical_emit_message turns heartbeats off.
-func Heartbeat(ctx context.Context, url string, interval time.Duration, idle func() bool, log *slog.Logger) {
+//   - It checks that the publication still carries the outbox table. A table
+//     dropped and recreated (or removed from the publication) is no longer
+//     published, and its inserts never reach the slot: Watch returns an
+//     ErrNotReady saying how to recover, and the session stops loudly rather
+//     than relay nothing in silence.
+//   - While idle() reports nothing in flight and heartbeat is set, it writes
+//     a tiny non-transactional logical decoding message. The message comes
+//     back through the slot (see decode.KindHeartbeat) and its LSN is
+//     confirmed: an outbox that sees no inserts still moves its slot, so the
+//     WAL the slot retains stays bounded however busy other tables are.
+//
+// Failures to reach Postgres are logged once per change of state and retried
+// next interval; a role not allowed to call pg_logical_emit_message turns
+// heartbeats off.
+func Watch(ctx context.Context, url string, t Target, interval time.Duration, heartbeat bool, idle func() bool, log *slog.Logger) error {
 	var conn *pgx.Conn
 	defer func() {
 		if conn != nil {
 			conn.Close(context.Background())
 		}
 	}()
-	t := time.NewTicker(interval)
-	defer t.Stop()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
 	failing := false
 	for {
 		select {
 		case <-ctx.Done():
-			return
-		case <-t.C:
+			return nil
+		case <-tick.C:
 		}
-		if !idle() {
-			continue
-		}
-		err := beat(ctx, &conn, url)
+		carried, err := watchOnce(ctx, &conn, url, t, heartbeat && idle())
 		if ctx.Err() != nil {
-			return
+			return nil
 		}
 		var pgErr *pgconn.PgError
 		switch {
+		case err == nil && !carried:
+			return fmt.Errorf("%w: table %s is no longer in publication %q (dropped and recreated, or removed from it), so its inserts no longer reach the slot. "+
+				"Run ALTER PUBLICATION %s ADD TABLE %s; reconcile the rows inserted into it since (they were not relayed); then restart outbox-cdc",
+				ErrNotReady, t.table(), t.Publication, pgx.Identifier{t.Publication}.Sanitize(), t.table())
 		case errors.As(err, &pgErr) && pgErr.Code == "42501": // insufficient_privilege
-			log.Warn("heartbeats off: the role may not call pg_logical_emit_message; an idle outbox then confirms WAL only on server keepalives",
+			log.Warn("heartbeats off: the role may not call pg_logical_emit_message; an idle outbox then confirms WAL only on keepalives",
 				slog.String("err", pgErr.Message))
-			return
+			heartbeat = false
 		case err != nil && !failing:
 			failing = true
-			log.Warn("heartbeat failed; retrying each interval", slog.Any("err", err))
+			log.Warn("catalog check or heartbeat failed; retrying each interval", slog.Any("err", err))
 		case err == nil && failing:
 			failing = false
-			log.Info("heartbeat succeeding again")
+			log.Info("catalog check and heartbeat succeeding again")
 		}
 	}
 }
 
-func beat(ctx context.Context, conn **pgx.Conn, url string) error {
+func watchOnce(ctx context.Context, conn **pgx.Conn, url string, t Target, beat bool) (carried bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if *conn == nil || (*conn).IsClosed() {
 		c, err := pgx.Connect(ctx, url)
 		if err != nil {
-			return err
+			return false, err
 		}
 		*conn = c
 	}
-	_, err := (*conn).Exec(ctx, `SELECT pg_logical_emit_message(false, $1, '')`, decode.HeartbeatPrefix)
-	if err != nil {
-		(*conn).Close(context.Background())
-		*conn = nil
+	defer func() {
+		if err != nil {
+			(*conn).Close(context.Background())
+			*conn = nil
+		}
+	}()
+	err = (*conn).QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3)`,
+		t.Publication, t.Schema, t.Table).Scan(&carried)
+	if err != nil || !carried || !beat {
+		return carried, err
 	}
-	return err
+	_, err = (*conn).Exec(ctx, `SELECT pg_logical_emit_message(false, $1, '')`, decode.HeartbeatPrefix)
+	return true, err
 }

@@ -42,8 +42,14 @@ func (w *Writer) DeadLetterRow(ctx context.Context, rowErr *decode.InvalidRowErr
 		switch {
 		case c.Null:
 			nulls = append(nulls, c.Name)
-		case c.Name == w.cfg.PayloadColumn:
+		case c.Name == w.cfg.Columns.Payload:
 			msg.Value = c.Value
+		case c.Name == w.cfg.Columns.ID:
+			msg.Headers = append(msg.Headers, kafka.Header{Key: "id", Value: c.Value})
+		case c.Name == w.cfg.Columns.EventType:
+			msg.Headers = append(msg.Headers, kafka.Header{Key: "event_type", Value: c.Value})
+		case c.Name == w.cfg.Columns.AggregateType:
+			msg.Headers = append(msg.Headers, kafka.Header{Key: "aggregate_type", Value: c.Value})
 		default:
 			msg.Headers = append(msg.Headers, kafka.Header{Key: HeaderColumn + c.Name, Value: c.Value})
 		}
@@ -51,12 +57,13 @@ func (w *Writer) DeadLetterRow(ctx context.Context, rowErr *decode.InvalidRowErr
 	if len(nulls) > 0 {
 		msg.Headers = append(msg.Headers, kafka.Header{Key: HeaderNull, Value: []byte(strings.Join(nulls, ","))})
 	}
-	if v, ok := rowErr.Column(w.cfg.AggregateIDColumn); ok && len(v) > 0 {
+	id, _ := rowErr.Column(w.cfg.Columns.ID)
+	if v, ok := rowErr.Column(w.cfg.Columns.AggregateID); ok && len(v) > 0 {
 		msg.Key = v
-	} else if rowErr.ID != "" {
-		msg.Key = []byte(rowErr.ID)
+	} else {
+		msg.Key = id
 	}
-	return w.sendDeadLetter(ctx, msg, token, rowErr.CommitLSN, rowErr.ID, rowErr.Reason, rowErr.Detail)
+	return w.sendDeadLetter(ctx, msg, token, rowErr.CommitLSN, string(id), rowErr.Reason, rowErr.Detail)
 }
 
 // deadLetterEvent dead-letters an event that decoded but cannot be
@@ -137,11 +144,7 @@ func (w *Writer) fit(m kafka.Message) kafka.Message {
 	if recordSize(&m) <= limit {
 		return m
 	}
-	truncated := "value"
-	m.Headers = append(m.Headers,
-		kafka.Header{Key: HeaderValueBytes, Value: []byte(strconv.Itoa(len(m.Value)))},
-		kafka.Header{Key: HeaderTruncated, Value: []byte(truncated)})
-	m.Value = nil
+	m = withoutValue(m)
 	if recordSize(&m) <= limit {
 		return m
 	}
@@ -161,5 +164,14 @@ func (w *Writer) fit(m kafka.Message) kafka.Message {
 	if len(m.Key) > 1024 {
 		m.Key = m.Key[:1024]
 	}
+	return m
+}
+
+// withoutValue returns m with its value left out, and says so in headers.
+func withoutValue(m kafka.Message) kafka.Message {
+	m.Headers = append(m.Headers[:len(m.Headers):len(m.Headers)],
+		kafka.Header{Key: HeaderValueBytes, Value: []byte(strconv.Itoa(len(m.Value)))},
+		kafka.Header{Key: HeaderTruncated, Value: []byte("value")})
+	m.Value = nil
 	return m
 }

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/golang-lru/v2/expirable"
 	"github.com/jackc/pglogrepl"
 	"github.com/segmentio/kafka-go"
 
@@ -36,9 +36,9 @@ type Config struct {
 	// headers. Empty means no dead-lettering: such an event fails the stream.
 	DeadLetterTopic string
 	Table           string // schema.table, named in dead-letter headers
-	// PayloadColumn and AggregateIDColumn name the columns of a row that did
-	// not decode which become a dead letter's value and key.
-	PayloadColumn, AggregateIDColumn string
+	// Columns name the outbox columns, so that a row that did not decode
+	// can be dead-lettered with its id, key and payload in their places.
+	Columns decode.Columns
 	Logger          *slog.Logger
 }
 
@@ -57,7 +57,7 @@ type Writer struct {
 	sync    *kafka.Writer // synchronous, one message per request: salvage and dead letters from completions
 	done    Done
 	log     *slog.Logger
-	missing *expirable.LRU[string, struct{}] // topics that stayed missing past MissingTopicTimeout
+	missing missingTopics
 
 	// abandon ends salvage retries once Close gives up waiting.
 	abandon   context.Context
@@ -99,7 +99,7 @@ func NewWriter(cfg Config, done Done) *Writer {
 	if cfg.MaxMessageBytes <= 0 {
 		cfg.MaxMessageBytes = DefaultMaxMessageBytes
 	}
-	w := &Writer{cfg: cfg, log: log, done: done, missing: expirable.NewLRU[string, struct{}](1024, nil, time.Minute)}
+	w := &Writer{cfg: cfg, log: log, done: done, missing: missingTopics{since: map[string]time.Time{}}}
 	w.abandon, w.abandoned = context.WithCancel(context.Background())
 	batchBytes := max(int64(cfg.MaxMessageBytes)+4096, 1<<20)
 	w.w = &kafka.Writer{
@@ -191,13 +191,13 @@ func (w *Writer) Publish(ctx context.Context, ev *decode.Event, token uint64) er
 // cannot be had. A topic still missing after MissingTopicTimeout yields an
 // *Error with ReasonTopicMissing.
 func (w *Writer) write(ctx context.Context, msg kafka.Message) error {
-	if _, missing := w.missing.Get(msg.Topic); missing {
+	if w.missing.known(msg.Topic, w.cfg.MissingTopicTimeout) {
 		return &Error{Topic: msg.Topic, Reason: ReasonTopicMissing, Err: fmt.Errorf("topic does not exist (waited %s for it earlier)", w.cfg.MissingTopicTimeout)}
 	}
-	var missingSince time.Time
 	for attempt := 0; ; attempt++ {
 		err := w.w.WriteMessages(ctx, msg)
 		if err == nil {
+			w.missing.found(msg.Topic)
 			return nil
 		}
 		if ctx.Err() != nil {
@@ -211,11 +211,7 @@ func (w *Writer) write(ctx context.Context, msg kafka.Message) error {
 		switch {
 		case errors.Is(err, kafka.UnknownTopicOrPartition), errors.Is(err, kafka.LeaderNotAvailable):
 			// A topic being auto-created answers this way for a moment.
-			if missingSince.IsZero() {
-				missingSince = time.Now()
-			}
-			if time.Since(missingSince) >= w.cfg.MissingTopicTimeout {
-				w.missing.Add(msg.Topic, struct{}{})
+			if w.missing.lost(msg.Topic) >= w.cfg.MissingTopicTimeout {
 				return &Error{Topic: msg.Topic, Reason: ReasonTopicMissing,
 					Err: fmt.Errorf("topic does not exist after %s (create it, or let the broker auto-create topics)", w.cfg.MissingTopicTimeout)}
 			}
@@ -231,6 +227,49 @@ func (w *Writer) write(ctx context.Context, msg kafka.Message) error {
 			return fmt.Errorf("publish to %s: %w", msg.Topic, context.Cause(ctx))
 		}
 	}
+}
+
+// missingTopics remembers since when each topic has been missing, across
+// calls of write: a call is cut short at every status deadline and made
+// again. A topic missing for longer than the timeout is reported at once for
+// another minute, so that its events do not each wait the timeout out.
+type missingTopics struct {
+	mu    sync.Mutex
+	since map[string]time.Time
+}
+
+// lost records topic as missing and returns for how long it has been.
+func (m *missingTopics) lost(topic string) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	since, ok := m.since[topic]
+	if !ok {
+		if len(m.since) >= 1024 {
+			clear(m.since)
+		}
+		since = time.Now()
+		m.since[topic] = since
+	}
+	return time.Since(since)
+}
+
+// known reports whether topic has been missing for over timeout, and not
+// for so long that it is worth asking again.
+func (m *missingTopics) known(topic string, timeout time.Duration) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	since, ok := m.since[topic]
+	if ok && time.Since(since) > timeout+time.Minute {
+		delete(m.since, topic)
+		return false
+	}
+	return ok && time.Since(since) >= timeout
+}
+
+func (m *missingTopics) found(topic string) {
+	m.mu.Lock()
+	delete(m.since, topic)
+	m.mu.Unlock()
 }
 
 // complete is kafka-go's completion callback, called on the partition's own
@@ -275,10 +314,20 @@ func (w *Writer) salvage(msgs []kafka.Message, perr *Error) {
 		}
 		err := w.retry(msgs[i])
 		var one *Error
-		if errors.As(err, &one) && one.Reason != "" && !m.dead && w.cfg.DeadLetterTopic != "" {
-			dl := w.fit(deadLetterOfMessage(&msgs[i], one, w.cfg.Table, m.lsn))
-			dl.Topic = w.cfg.DeadLetterTopic
-			if err = w.retry(dl); err == nil {
+		if errors.As(err, &one) && one.Reason != "" && w.cfg.DeadLetterTopic != "" {
+			dl := msgs[i] // a dead letter already
+			if !m.dead {
+				dl = w.fit(deadLetterOfMessage(&msgs[i], one, w.cfg.Table, m.lsn))
+				dl.Topic = w.cfg.DeadLetterTopic
+				err = w.retry(dl)
+			}
+			var again *Error
+			if m.dead || errors.As(err, &again) && again.Reason == ReasonMessageTooLarge {
+				// The topic's max.message.bytes is below ours: the
+				// dead letter goes without its value.
+				err = w.retry(withoutValue(dl))
+			}
+			if err == nil {
 				w.counted(msgs[i].Topic, string(msgs[i].Key), one)
 			}
 		}

@@ -69,7 +69,7 @@ func mainExit(args, environ []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 	}
-	log := newLogger(cfg.LogFormat, stderr)
+	log := newLogger(cfg.LogFormat, cfg.LogLevel, stderr)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -92,9 +92,12 @@ func oneLine(err error) string {
 	return strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
 }
 
-func newLogger(format string, w io.Writer) *slog.Logger {
+func newLogger(format, level string, w io.Writer) *slog.Logger {
+	var lv slog.Level
+	_ = lv.UnmarshalText([]byte(level)) // validated by config
+	opts := &slog.HandlerOptions{Level: lv}
 	if format == "json" {
-		return slog.New(slog.NewJSONHandler(w, nil))
+		return slog.New(slog.NewJSONHandler(w, opts))
 	}
-	return slog.New(slog.NewTextHandler(w, nil))
+	return slog.New(slog.NewTextHandler(w, opts))
 }

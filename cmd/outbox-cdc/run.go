@@ -40,7 +40,7 @@ func run(ctx context.Context, cfg config.Config, topic sink.Topic, log *slog.Log
 	}
 	standby := false // another process streams the slot; we wait for it to let go
 	for attempt := 0; ; attempt++ {
-		began, err := session(ctx, cfg, topic, start, log)
+		began, err := session(ctx, cfg, target, topic, start, log)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -119,7 +119,7 @@ func backoff(attempt int) time.Duration {
 
 // session is one replication connection and one Kafka writer, from start to
 // the first failure or to ctx's end. It reports whether streaming began.
-func session(ctx context.Context, cfg config.Config, topic sink.Topic, start pglogrepl.LSN, log *slog.Logger) (bool, error) {
+func session(ctx context.Context, cfg config.Config, target replication.Target, topic sink.Topic, start pglogrepl.LSN, log *slog.Logger) (bool, error) {
 	if start == 0 {
 		return false, errors.New("slot position unknown")
 	}
@@ -132,7 +132,7 @@ func session(ctx context.Context, cfg config.Config, topic sink.Topic, start pgl
 	writer := sink.NewWriter(sink.Config{
 		Brokers: cfg.KafkaBrokers, Topic: topic, BatchSize: cfg.BatchSize, BatchTimeout: cfg.BatchTimeout,
 		MaxMessageBytes: cfg.MaxMessageBytes, AutoCreateTopics: cfg.AutoCreateTopics, MissingTopicTimeout: cfg.MissingTopicTimeout,
-		DeadLetterTopic: dlq, Table: cfg.QualifiedTable(), PayloadColumn: cfg.Columns.Payload, AggregateIDColumn: cfg.Columns.AggregateID,
+		DeadLetterTopic: dlq, Table: cfg.QualifiedTable(), Columns: cfg.Columns,
 		Logger: log,
 	}, func(token uint64, err error) {
 		if err != nil {
@@ -166,19 +166,21 @@ func session(ctx context.Context, cfg config.Config, topic sink.Topic, start pgl
 		case <-readCtx.Done():
 		}
 	}()
-	var beats sync.WaitGroup
-	if cfg.HeartbeatInterval > 0 {
-		beats.Go(func() {
-			replication.Heartbeat(readCtx, cfg.PostgresURL, cfg.HeartbeatInterval, func() bool {
-				n, _ := track.InFlight()
-				return n == 0
-			}, log)
-		})
-	}
+	var watch sync.WaitGroup
+	watch.Go(func() { // ends with reading; a table gone from the publication ends reading
+		interval := cfg.HeartbeatInterval
+		if interval == 0 {
+			interval = 10 * time.Second
+		}
+		idle := func() bool { n, _ := track.InFlight(); return n == 0 }
+		if err := replication.Watch(readCtx, cfg.PostgresURL, target, interval, cfg.HeartbeatInterval > 0, idle, log); err != nil {
+			stopReading(err)
+		}
+	})
 	runErr := stream.Run(readCtx, p.handle)
 	stopReading(runErr)
 	<-watched
-	beats.Wait()
+	watch.Wait()
 	if ctx.Err() != nil {
 		runErr = nil // a signal: drain and confirm
 	}
