@@ -112,3 +112,33 @@ func (k *Kafka) Stop() error {
 	_, err := script(nil, "kafka.sh", "stop", k.Dir)
 	return err
 }
+
+// Restart stops the cluster with a fast shutdown and starts it again on the
+// same port and data.
+func (p *Postgres) Restart() error {
+	if _, err := script(nil, "pg.sh", "stop-server", p.Dir); err != nil {
+		return err
+	}
+	kv, err := script(nil, "pg.sh", "restart", p.Dir)
+	if err != nil {
+		return err
+	}
+	p.PID, _ = strconv.Atoi(kv["pid"])
+	return nil
+}
+
+// Kill stops the broker with SIGKILL, keeping its data for Restart.
+func (k *Kafka) Kill() error {
+	_, err := script(nil, "kafka.sh", "stop-server", k.Dir)
+	return err
+}
+
+// Restart starts a killed broker again on the same port and data.
+func (k *Kafka) Restart() error {
+	kv, err := script(nil, "kafka.sh", "restart", k.Dir)
+	if err != nil {
+		return err
+	}
+	k.PID, _ = strconv.Atoi(kv["pid"])
+	return nil
+}

@@ -154,6 +154,12 @@ type relay struct {
 
 func startRelay(t *testing.T, args ...string) *relay {
 	t.Helper()
+	return startRelayBinary(t, binary, args...)
+}
+
+// startRelayBinary is startRelay with another build of outbox-cdc.
+func startRelayBinary(t *testing.T, binary string, args ...string) *relay {
+	t.Helper()
 	logPath := filepath.Join(t.TempDir(), "outbox-cdc.log")
 	f, err := os.Create(logPath)
 	if err != nil {
@@ -360,4 +366,12 @@ func sortedByOffset(msgs []kafka.Message) []kafka.Message {
 		return out[i].Offset < out[j].Offset
 	})
 	return out
+}
+
+// endOffsets returns the end offsets of topics and their sum.
+func endOffsets(topics ...string) (map[string]map[int]int64, int64, error) {
+	client := &kafka.Client{Addr: kafka.TCP(broker.Brokers), Timeout: 10 * time.Second}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return harness.EndOffsets(ctx, client, topics)
 }

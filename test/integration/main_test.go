@@ -17,7 +17,8 @@ import (
 var (
 	pg     *harness.Postgres
 	broker *harness.Kafka
-	binary string // the outbox-cdc binary under test
+	binary     string // the outbox-cdc binary under test, built with -race
+	fastBinary string // the same without -race, for the memory and volume tests
 )
 
 func TestMain(m *testing.M) {
@@ -44,10 +45,13 @@ func runMain(m *testing.M) int {
 	if err != nil {
 		return fail("find repository root", err)
 	}
-	build := exec.Command("go", "build", "-race", "-o", binary, "./cmd/outbox-cdc")
-	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return fail("build outbox-cdc", err)
+	fastBinary = filepath.Join(tmp, "outbox-cdc-fast")
+	for _, b := range [][]string{{"-race", "-o", binary}, {"-o", fastBinary}} {
+		build := exec.Command("go", append(append([]string{"build"}, b...), "./cmd/outbox-cdc")...)
+		build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			return fail("build outbox-cdc", err)
+		}
 	}
 
 	start := time.Now()
