@@ -217,17 +217,9 @@ func TestOnInvalidFail(t *testing.T) {
 	bad := o.insertOne(t, uuid.NewString(), "order", nil, "created", `{}`, nil)
 	after := o.insertOne(t, uuid.NewString(), "order", "o-1", "created", `{"n": 1}`, nil)
 
-	select {
-	case <-r.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("relay still running 30s after an invalid row with --on-invalid=fail")
-	}
-	if code := r.stop(t, syscall.SIGTERM, time.Second); code != 1 {
-		t.Errorf("exit code %d, want 1", code)
-	}
-	log, _ := os.ReadFile(r.log)
-	if !strings.Contains(string(log), bad) || !strings.Contains(string(log), `column \"aggregate_id\" is NULL`) && !strings.Contains(string(log), `column "aggregate_id" is NULL`) {
-		t.Errorf("log does not name the row %s and its fault:\n%s", bad, tail(string(log), 5))
+	log := r.waitFailure(t, 30*time.Second, "an invalid row with --on-invalid=fail")
+	if !strings.Contains(log, bad) || !strings.Contains(log, `column \"aggregate_id\" is NULL`) && !strings.Contains(log, `column "aggregate_id" is NULL`) {
+		t.Errorf("log does not name the row %s and its fault:\n%s", bad, tail(log, 5))
 	}
 	if c := o.confirmed(t); c > held {
 		t.Errorf("slot confirmed %s, past the invalid row's transaction (held at %s)", c, held)
@@ -359,17 +351,9 @@ func TestSchemaChanges(t *testing.T) {
 
 	o.exec(t, `DROP TABLE $T`, "CREATE TABLE $T ("+defaultColumns+")")
 	insert(4)
-	select {
-	case <-r.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("relay still running 30s after its table was dropped and recreated out of the publication")
-	}
-	if code := r.stop(t, syscall.SIGTERM, time.Second); code != 1 {
-		t.Errorf("exit code %d, want 1", code)
-	}
-	log, _ := os.ReadFile(r.log)
-	if want := "ALTER PUBLICATION"; !strings.Contains(string(log), want) {
-		t.Errorf("the exit message does not say how to recover (%q):\n%s", want, tail(string(log), 3))
+	log := r.waitFailure(t, 30*time.Second, "its table was dropped and recreated out of the publication")
+	if want := "ALTER PUBLICATION"; !strings.Contains(log, want) {
+		t.Errorf("the exit message does not say how to recover (%q):\n%s", want, tail(log, 3))
 	}
 }
 
@@ -396,21 +380,29 @@ func TestSlotDropped(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	select {
-	case <-r.done:
-	case <-time.After(60 * time.Second):
-		t.Fatal("relay still running 60s after its slot was dropped")
-	}
-	if code := r.stop(t, syscall.SIGTERM, time.Second); code != 1 {
-		t.Errorf("exit code %d, want 1", code)
-	}
+	log := r.waitFailure(t, 60*time.Second, "its slot was dropped")
 	var exists bool
 	_ = o.db.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)`, o.name).Scan(&exists)
 	if exists {
 		t.Errorf("the relay recreated the dropped slot")
 	}
-	log, _ := os.ReadFile(r.log)
-	if !strings.Contains(string(log), "was dropped") {
-		t.Errorf("the exit message does not say the slot was dropped:\n%s", tail(string(log), 3))
+	if !strings.Contains(log, "was dropped") {
+		t.Errorf("the exit message does not say the slot was dropped:\n%s", tail(log, 3))
 	}
+}
+
+// waitFailure waits for the relay to exit on its own after what, expects
+// exit code 1, and returns its log.
+func (r *relay) waitFailure(t *testing.T, within time.Duration, what string) string {
+	t.Helper()
+	select {
+	case <-r.done:
+	case <-time.After(within):
+		t.Fatalf("relay still running %s after %s", within, what)
+	}
+	if code := r.stop(t, syscall.SIGTERM, time.Second); code != 1 {
+		t.Errorf("exit code %d after %s, want 1", code, what)
+	}
+	b, _ := os.ReadFile(r.log)
+	return string(b)
 }
