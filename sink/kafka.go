@@ -39,7 +39,7 @@ type Config struct {
 	// Columns name the outbox columns, so that a row that did not decode
 	// can be dead-lettered with its id, key and payload in their places.
 	Columns decode.Columns
-	Logger          *slog.Logger
+	Logger  *slog.Logger
 }
 
 // Done receives the fate of the event published with token: err is nil once
@@ -63,9 +63,10 @@ type Writer struct {
 	abandon   context.Context
 	abandoned context.CancelFunc
 
-	down       atomic.Bool // produce is failing; logged once per outage
-	closed     atomic.Bool
-	deadLetter atomic.Int64
+	down         atomic.Bool  // produce is failing; logged once per outage
+	failingSince atomic.Int64 // unix nanoseconds of the first failure since the last success
+	closed       atomic.Bool
+	deadLetter   atomic.Int64
 }
 
 // meta travels with each message through kafka-go (Message.WriterData).
@@ -133,14 +134,25 @@ func NewWriter(cfg Config, done Done) *Writer {
 }
 
 // produceFailed is kafka-go's error log: one line per failed produce attempt.
-// It is turned into one warning per outage.
+// It is turned into one warning per outage, once failures have lasted a
+// second: a leader moving, or a topic just created, fails one attempt and
+// is not worth a warning.
 func (w *Writer) produceFailed(msg string, args ...any) {
+	now := time.Now().UnixNano()
+	w.failingSince.CompareAndSwap(0, now)
+	if now-w.failingSince.Load() < int64(time.Second) {
+		w.log.Debug("kafka produce failed, retrying", slog.String("err", fmt.Sprintf(msg, args...)))
+		return
+	}
 	if w.down.CompareAndSwap(false, true) {
 		w.log.Warn("kafka produce failing, retrying until it succeeds", slog.String("err", fmt.Sprintf(msg, args...)))
 	}
 }
 
 func (w *Writer) up() {
+	if w.failingSince.Load() != 0 {
+		w.failingSince.Store(0)
+	}
 	if w.down.Load() && w.down.CompareAndSwap(true, false) {
 		w.log.Info("kafka produce succeeding again")
 	}

@@ -15,8 +15,8 @@ import (
 )
 
 var (
-	pg     *harness.Postgres
-	broker *harness.Kafka
+	pg         *harness.Postgres
+	broker     *harness.Kafka
 	binary     string // the outbox-cdc binary under test, built with -race
 	fastBinary string // the same without -race, for the memory and volume tests
 )
