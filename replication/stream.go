@@ -38,6 +38,9 @@ type StreamConfig struct {
 	Slot           string
 	Publication    string
 	StatusInterval time.Duration // longest gap between standby status updates
+	// ConfirmEvery is how soon a newly confirmed position is reported, so
+	// that a crash replays little. Zero means 100 ms.
+	ConfirmEvery time.Duration
 	// ReceiveTimeout is how long the stream waits for any message from the
 	// server (it asks for a keepalive every StatusInterval when idle) before
 	// it presumes the connection dead. Zero means 3 × StatusInterval.
@@ -47,12 +50,15 @@ type StreamConfig struct {
 
 // Stream is one replication connection streaming one slot.
 type Stream struct {
-	cfg      StreamConfig
-	conn     *pgconn.PgConn
-	progress Progress
-	received pglogrepl.LSN // newest WAL position received
-	heard    time.Time     // when the server was last heard from, or last listened to
-	log      *slog.Logger
+	cfg       StreamConfig
+	conn      *pgconn.PgConn
+	progress  Progress
+	received  pglogrepl.LSN // newest WAL position received
+	heard     time.Time     // when the server was last heard from, or last listened to
+	askedAt   time.Time     // when a reply was last asked for
+	sentAt    time.Time     // when status was last sent
+	sentFlush pglogrepl.LSN // the flush position it reported
+	log       *slog.Logger
 }
 
 // Connect opens the replication connection.
@@ -107,7 +113,7 @@ func (s *Stream) Start(ctx context.Context, start pglogrepl.LSN) error {
 // message to handle and reporting progress at least every StatusInterval.
 // It returns ctx's cause when ctx ends.
 func (s *Stream) Run(ctx context.Context, handle Handler) error {
-	d := newDeadline(ctx, min(s.cfg.StatusInterval, s.receiveTimeout()/2))
+	d := newDeadline(ctx, min(s.confirmEvery(), s.cfg.StatusInterval, s.receiveTimeout()/2))
 	defer d.stop()
 	s.heard = time.Now()
 	for {
@@ -160,21 +166,37 @@ func (s *Stream) Run(ctx context.Context, handle Handler) error {
 	}
 }
 
-// statusDue sends a status update and starts the next interval. When the
-// server has been silent for a whole interval the update asks for a reply:
-// the keepalive that answers proves the connection alive and carries the WAL
-// end that an idle stream may confirm. Silence past ReceiveTimeout ends the
-// session with ErrNoResponse.
+// statusDue runs at each deadline: every ConfirmEvery, or sooner when a
+// blocked handler is interrupted. It sends a status update when the
+// confirmed position moved (so that a crash replays little), when
+// StatusInterval passed since the last one, or to ask for a reply: when the
+// server has been silent for an interval, the keepalive that answers proves
+// the connection alive and carries the WAL end that an idle stream may
+// confirm. Silence past ReceiveTimeout ends the session with ErrNoResponse.
 func (s *Stream) statusDue(d *deadline) error {
 	silent := time.Since(s.heard)
 	if timeout := s.receiveTimeout(); silent >= timeout {
 		return fmt.Errorf("stream slot %q: %w for %s; reconnecting", s.cfg.Slot, ErrNoResponse, silent.Round(time.Millisecond))
 	}
-	if err := s.sendStatus(silent >= min(s.cfg.StatusInterval, s.receiveTimeout()/2)*9/10); err != nil {
-		return err
+	askAfter := min(s.cfg.StatusInterval, s.receiveTimeout()/2) * 9 / 10
+	ask := silent >= askAfter && time.Since(s.askedAt) >= askAfter
+	if ask || s.progress.Confirmed() != s.sentFlush || time.Since(s.sentAt) >= s.cfg.StatusInterval*9/10 {
+		if err := s.sendStatus(ask); err != nil {
+			return err
+		}
+		if ask {
+			s.askedAt = time.Now()
+		}
 	}
 	d.reset()
 	return nil
+}
+
+func (s *Stream) confirmEvery() time.Duration {
+	if s.cfg.ConfirmEvery > 0 {
+		return s.cfg.ConfirmEvery
+	}
+	return 100 * time.Millisecond
 }
 
 func (s *Stream) receiveTimeout() time.Duration {
@@ -261,6 +283,7 @@ func (s *Stream) sendStatus(replyRequested bool) error {
 	if err != nil {
 		return fmt.Errorf("send standby status to slot %q: %w", s.cfg.Slot, err)
 	}
+	s.sentAt, s.sentFlush = time.Now(), flushed
 	return nil
 }
 
