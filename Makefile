@@ -4,7 +4,7 @@
 GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: build demo test test-short fuzz clean
+.PHONY: build demo test test-short bench fuzz clean
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/outbox-cdc ./cmd/outbox-cdc
@@ -17,6 +17,9 @@ test:
 
 test-short:
 	$(GO) test -short -race -count=1 ./...
+
+bench:
+	$(GO) run ./cmd/outbox-bench
 
 fuzz:
 	$(GO) test -run XXX -fuzz FuzzDecode -fuzztime 60s ./decode/

@@ -18,15 +18,16 @@ type Tracker struct {
 	maxEvents int
 	maxBytes  int64
 
-	mu        sync.Mutex
-	next      Seq     // seq the next Reserve returns
-	acked     Seq     // every seq below it is acked
-	done      []bool  // ack flags of seqs in [acked, next), indexed by seq % maxEvents
-	size      []int64 // bytes reserved by those seqs
-	bytes     int64   // sum of size over unacked seqs
-	open      bool    // between Begin and Commit
-	pending   []txn   // committed transactions not yet confirmed, oldest first
-	confirmed pglogrepl.LSN
+	mu         sync.Mutex
+	next       Seq     // seq the next Reserve returns
+	acked      Seq     // every seq below it is acked
+	done       []bool  // ack flags of seqs in [acked, next), indexed by seq % maxEvents
+	size       []int64 // bytes reserved by those seqs
+	bytes      int64   // sum of size over unacked seqs
+	open       bool    // between Begin and Commit
+	pending    []txn   // committed transactions not yet confirmed, oldest first
+	pendingBuf []txn   // pending's backing array, from its start
+	confirmed  pglogrepl.LSN
 
 	room chan struct{} // signalled when an Ack frees room
 }
@@ -100,6 +101,12 @@ func (t *Tracker) Commit(end pglogrepl.LSN) {
 		// the same moment, so keep one entry and the queue stays bounded.
 		t.pending[n-1].end = end
 	} else {
+		if len(t.pending) == cap(t.pending) {
+			// Grow into a new backing array that advance may compact into.
+			grown := make([]txn, len(t.pending), max(16, 2*len(t.pending)))
+			copy(grown, t.pending)
+			t.pendingBuf, t.pending = grown, grown
+		}
 		t.pending = append(t.pending, txn{endSeq: t.next, end: end})
 	}
 	t.advance()
@@ -134,7 +141,9 @@ func (t *Tracker) Ack(seq Seq) {
 }
 
 // advance confirms every pending transaction whose events are all acked.
-// Called with mu held.
+// Called with mu held. Confirmed entries are dropped from the front by
+// reslicing, in O(1); the backing array is compacted only once its unused
+// front outgrows what is left, so each entry is copied O(1) times overall.
 func (t *Tracker) advance() {
 	i := 0
 	for ; i < len(t.pending) && t.pending[i].endSeq <= t.acked; i++ {
@@ -142,8 +151,14 @@ func (t *Tracker) advance() {
 			t.confirmed = t.pending[i].end
 		}
 	}
-	if i > 0 {
-		t.pending = append(t.pending[:0], t.pending[i:]...)
+	if i == 0 {
+		return
+	}
+	t.pending = t.pending[i:]
+	if len(t.pending) == 0 {
+		t.pending = t.pendingBuf[:0]
+	} else if front := cap(t.pendingBuf) - cap(t.pending); front > len(t.pending) {
+		t.pending = append(t.pendingBuf[:0], t.pending...)
 	}
 }
 

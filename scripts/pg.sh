@@ -30,7 +30,7 @@ start_server() {
   local dir=$1 port=$2 bin
   bin=$(bindir)
   as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 start \
-    -o "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$dir -c wal_level=logical -c max_wal_senders=20 -c max_replication_slots=20 -c fsync=off -c synchronous_commit=off -c full_page_writes=off" >/dev/null \
+    -o "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$dir -c wal_level=logical -c max_wal_senders=20 -c max_replication_slots=20 -c fsync=off -c full_page_writes=off" >/dev/null \
     || { echo "pg.sh: postgres did not start; its log:" >&2; tail -n 20 "$dir/postgres.log" >&2; exit 1; }
   echo "dir=$dir"
   echo "port=$port"

@@ -49,17 +49,28 @@ type Config struct {
 // partition.
 type Done func(token uint64, err error)
 
-// Writer publishes events to Kafka asynchronously, one batch in flight per
-// partition, and dead-letters what Kafka can never accept.
+// Writer publishes events to Kafka asynchronously, through one goroutine per
+// partition that keeps one produce request in flight: what arrives while a
+// request is out is sent together in the next one, so batches grow with the
+// broker's round trip instead of queueing behind it (kafka-go's Writer
+// sends fixed-time batches one by one, and falls behind once a round trip
+// outlasts its batch timeout). One request in flight also means a retried
+// batch can never be overtaken: one key's events keep their order. It
+// dead-letters what Kafka can never accept.
 type Writer struct {
-	cfg     Config
-	w       *kafka.Writer // async; the hot path
-	sync    *kafka.Writer // synchronous, one message per request: salvage and dead letters from completions
-	done    Done
-	log     *slog.Logger
-	missing missingTopics
+	cfg        Config
+	client     *kafka.Client
+	batchBytes int
+	done       Done
+	log        *slog.Logger
+	missing    missingTopics
 
-	// abandon ends salvage retries once Close gives up waiting.
+	mu         sync.Mutex
+	partitions map[topicPartition]*partition
+	counts     map[string]topicCount // partition count per topic, cached
+	owned      sync.WaitGroup        // the partition goroutines
+
+	// abandon ends produce requests and retries once Close gives up waiting.
 	abandon   context.Context
 	abandoned context.CancelFunc
 
@@ -69,6 +80,16 @@ type Writer struct {
 	deadLetter   atomic.Int64
 }
 
+type topicPartition struct {
+	topic string
+	id    int
+}
+
+type topicCount struct {
+	n  int
+	at time.Time
+}
+
 // meta travels with each message through kafka-go (Message.WriterData).
 type meta struct {
 	token uint64
@@ -76,15 +97,14 @@ type meta struct {
 	dead  bool // a dead letter: never dead-lettered again
 }
 
-// Retries inside kafka-go: a batch is retried in its partition's goroutine,
-// which holds the partition's later batches behind it, so one key's events
-// keep their order while the broker is away. When kafka-go gives up (after
-// maxAttempts, or on an error it deems permanent), the completion callback,
-// still on that goroutine, takes over (see salvage): order holds there too.
+// Transient produce failures are retried with capped, jittered backoff
+// until they succeed or the writer is abandoned.
 const (
-	maxAttempts = 600
-	backoffMin  = 100 * time.Millisecond
-	backoffMax  = time.Second
+	backoffMin = 100 * time.Millisecond
+	// produceTimeout bounds one produce request; the broker is told the same.
+	produceTimeout = 30 * time.Second
+	// countTTL is how long a topic's partition count is trusted.
+	countTTL = time.Minute
 )
 
 // DefaultMaxMessageBytes leaves room under the broker's default
@@ -100,43 +120,24 @@ func NewWriter(cfg Config, done Done) *Writer {
 	if cfg.MaxMessageBytes <= 0 {
 		cfg.MaxMessageBytes = DefaultMaxMessageBytes
 	}
-	w := &Writer{cfg: cfg, log: log, done: done, missing: missingTopics{since: map[string]time.Time{}}}
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = 1000
+	}
+	w := &Writer{
+		cfg: cfg, log: log, done: done, missing: missingTopics{since: map[string]time.Time{}},
+		client:     &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: produceTimeout},
+		batchBytes: max(cfg.MaxMessageBytes+4096, 1<<20),
+		partitions: map[topicPartition]*partition{},
+		counts:     map[string]topicCount{},
+	}
 	w.abandon, w.abandoned = context.WithCancel(context.Background())
-	batchBytes := max(int64(cfg.MaxMessageBytes)+4096, 1<<20)
-	w.w = &kafka.Writer{
-		Addr: kafka.TCP(cfg.Brokers...),
-		// Same partition for a key as the Java client, so that consumers and
-		// other producers agree where an aggregate's events live.
-		Balancer:               &kafka.Murmur2Balancer{},
-		RequiredAcks:           kafka.RequireAll,
-		BatchSize:              cfg.BatchSize,
-		BatchBytes:             batchBytes,
-		BatchTimeout:           cfg.BatchTimeout,
-		Async:                  true,
-		AllowAutoTopicCreation: cfg.AutoCreateTopics,
-		MaxAttempts:            maxAttempts,
-		WriteBackoffMin:        backoffMin,
-		WriteBackoffMax:        backoffMax,
-		ErrorLogger:            kafka.LoggerFunc(w.produceFailed),
-		Completion:             w.complete,
-	}
-	w.sync = &kafka.Writer{
-		Addr:                   kafka.TCP(cfg.Brokers...),
-		Balancer:               &kafka.Murmur2Balancer{},
-		RequiredAcks:           kafka.RequireAll,
-		BatchSize:              1,
-		BatchBytes:             batchBytes,
-		BatchTimeout:           time.Millisecond,
-		AllowAutoTopicCreation: cfg.AutoCreateTopics,
-		MaxAttempts:            1, // salvage retries itself
-	}
 	return w
 }
 
-// produceFailed is kafka-go's error log: one line per failed produce attempt.
-// It is turned into one warning per outage, once failures have lasted a
-// second: a leader moving, or a topic just created, fails one attempt and
-// is not worth a warning.
+// produceFailed is called on each failed produce attempt. It is turned
+// into one warning per outage, once failures have lasted a second: a leader
+// moving, or a topic just created, fails one attempt and is not worth a
+// warning.
 func (w *Writer) produceFailed(msg string, args ...any) {
 	now := time.Now().UnixNano()
 	w.failingSince.CompareAndSwap(0, now)
@@ -207,7 +208,7 @@ func (w *Writer) write(ctx context.Context, msg kafka.Message) error {
 		return &Error{Topic: msg.Topic, Reason: ReasonTopicMissing, Err: fmt.Errorf("topic does not exist (waited %s for it earlier)", w.cfg.MissingTopicTimeout)}
 	}
 	for attempt := 0; ; attempt++ {
-		err := w.w.WriteMessages(ctx, msg)
+		err := w.enqueue(ctx, msg)
 		if err == nil {
 			w.missing.found(msg.Topic)
 			return nil
@@ -284,19 +285,6 @@ func (m *missingTopics) found(topic string) {
 	m.mu.Unlock()
 }
 
-// complete is kafka-go's completion callback, called on the partition's own
-// goroutine before its next batch is sent.
-func (w *Writer) complete(msgs []kafka.Message, err error) {
-	if err == nil {
-		w.up()
-		for i := range msgs {
-			w.done(msgs[i].WriterData.(meta).token, nil)
-		}
-		return
-	}
-	w.salvage(msgs, classify(err))
-}
-
 // salvage settles a batch that kafka-go gave up on. It runs on the batch's
 // partition goroutine, so the partition's later batches wait: no key's
 // events overtake each other. A transient failure is retried with backoff
@@ -347,13 +335,15 @@ func (w *Writer) salvage(msgs []kafka.Message, perr *Error) {
 	}
 }
 
-// retry writes msg synchronously until the write succeeds, fails
+// retry writes msg synchronously, alone, until the write succeeds, fails
 // permanently, or the writer is abandoned. Transient failures back off with
 // jitter, capped at 5 s.
 func (w *Writer) retry(msg kafka.Message) error {
-	msg.Partition, msg.Offset = 0, 0
 	for attempt := 0; ; attempt++ {
-		err := w.sync.WriteMessages(w.abandon, msg)
+		id, err := w.partitionOf(w.abandon, &msg)
+		if err == nil {
+			err = w.produce(msg.Topic, id, []kafka.Message{msg})
+		}
 		if err == nil {
 			return nil
 		}
@@ -362,9 +352,7 @@ func (w *Writer) retry(msg kafka.Message) error {
 		if !perr.Retriable || w.abandon.Err() != nil {
 			return perr
 		}
-		if w.down.CompareAndSwap(false, true) {
-			w.log.Warn("kafka produce failing, retrying until it succeeds", slog.Any("err", err))
-		}
+		w.produceFailed("produce to %s: %v", msg.Topic, err)
 		select {
 		case <-time.After(jitter(attempt)):
 		case <-w.abandon.Done():
@@ -406,26 +394,27 @@ func Ping(ctx context.Context, brokers []string) error {
 // DeadLettered returns how many events this writer dead-lettered.
 func (w *Writer) DeadLettered() int64 { return w.deadLetter.Load() }
 
-// Close flushes what is buffered and waits for every completion, or until
-// ctx ends; then retries still running are abandoned. It is safe to call
-// twice.
+// Close sends what is buffered and waits for every completion, or until
+// ctx ends; then requests still out are abandoned and their events are
+// reported failed. It is safe to call twice.
 func (w *Writer) Close(ctx context.Context) error {
 	if !w.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	done := make(chan error, 1)
-	go func() { done <- errors.Join(w.w.Close(), w.sync.Close()) }()
+	w.mu.Lock()
+	for _, p := range w.partitions {
+		p.close()
+	}
+	w.mu.Unlock()
+	drained := make(chan struct{})
+	go func() { w.owned.Wait(); close(drained) }()
 	select {
-	case err := <-done:
+	case <-drained:
 		w.abandoned()
-		if err != nil {
-			return fmt.Errorf("close kafka writer: %w", err)
-		}
 		return nil
 	case <-ctx.Done():
-		// Salvage retries stop at once; a batch kafka-go itself is retrying
-		// stops after its attempts, or with the process.
 		w.abandoned()
+		<-drained // abandoned requests return at once
 		return fmt.Errorf("close kafka writer: %w", context.Cause(ctx))
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 
@@ -71,6 +72,14 @@ func mainExit(args, environ []string, stdout, stderr io.Writer) int {
 	}
 	log := newLogger(cfg.LogFormat, cfg.LogLevel, stderr)
 
+	if path := os.Getenv("OUTBOX_CDC_CPUPROFILE"); path != "" {
+		// A debugging aid for the benchmark: a CPU profile of the whole run.
+		if f, err := os.Create(path); err == nil {
+			if pprof.StartCPUProfile(f) == nil {
+				defer func() { pprof.StopCPUProfile(); f.Close() }()
+			}
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	log.Info("starting", slog.String("version", version), slog.String("table", cfg.QualifiedTable()),

@@ -1,0 +1,304 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/segmentio/kafka-go"
+)
+
+// bench is what every scenario shares: the servers and the relay binary.
+type bench struct {
+	pgURL   string
+	brokers string
+	relay   string // outbox-cdc binary, built without -race
+	db      *pgx.Conn
+	profile string // CPU profile of the relay in the largest drain, if set
+}
+
+// drainResult is one run of the backlog scenario.
+type drainResult struct {
+	N            int
+	PayloadBytes float64 // mean payload size
+	DecodeRate   float64 // rows/s, bare pglogrepl reader
+	DecodeMBps   float64 // pgoutput bytes/s of that reader, in MB/s
+	ProduceRate  float64 // msgs/s, bare kafka-go writer
+	RelayRate    float64 // events/s, outbox-cdc from start to the slot confirming the last commit
+	Ratio        float64 // RelayRate / min(DecodeRate, ProduceRate)
+	PerEventUs   float64 // relay microseconds per event
+	PeakRSSMiB   float64 // relay peak resident memory
+	CPUPer100k   float64 // relay CPU seconds (user+system) per 100,000 events
+}
+
+const outboxDDL = `(
+	id uuid primary key,
+	aggregate_type text not null,
+	aggregate_id text not null,
+	event_type text not null,
+	payload jsonb not null,
+	headers jsonb)`
+
+// payloadSQL builds a payload of about 300 bytes for row g.
+const payloadSQL = `jsonb_build_object('order_id', md5(g::text), 'customer', 'customer-' || (g % 1000), 'amount', g % 10000,
+	'currency', 'EUR', 'status', 'created', 'items', jsonb_build_array(jsonb_build_object('sku', 'sku-' || (g % 97), 'qty', 1 + g % 5)),
+	'note', repeat('n', 120))`
+
+// drain runs the backlog scenario once: n rows in transactions of 100 are
+// committed behind two fresh slots; one is read by a bare decoder, the
+// other by outbox-cdc; a bare kafka-go writer produces as many messages of
+// the same shape.
+func (b *bench) drain(ctx context.Context, n int, profile bool) (drainResult, error) {
+	res := drainResult{N: n}
+	name := fmt.Sprintf("bench_%d", time.Now().UnixNano()%1e9)
+	for _, sql := range []string{
+		"CREATE TABLE " + name + " " + outboxDDL,
+		fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert')", name, name),
+		fmt.Sprintf("SELECT pg_create_logical_replication_slot('%s_dec', 'pgoutput')", name),
+		fmt.Sprintf("SELECT pg_create_logical_replication_slot('%s_relay', 'pgoutput')", name),
+		fmt.Sprintf(`DO $$ BEGIN FOR t IN 0..%d LOOP
+			INSERT INTO %s SELECT gen_random_uuid(), 'order', 'agg-' || (g %% 1000), 'created', %s
+			FROM generate_series(t * 100, least(t * 100 + 99, %d - 1)) g;
+			COMMIT; END LOOP; END $$`, (n-1)/100, name, payloadSQL, n),
+	} {
+		if _, err := b.db.Exec(ctx, sql); err != nil {
+			return res, fmt.Errorf("%.60s: %w", sql, err)
+		}
+	}
+	defer b.cleanup(name, name+"_dec", name+"_relay")
+	if err := b.db.QueryRow(ctx, "SELECT avg(octet_length(payload::text)) FROM "+name).Scan(&res.PayloadBytes); err != nil {
+		return res, err
+	}
+
+	rows, bytes, end, took, err := b.decodeCeiling(ctx, name+"_dec", name, n)
+	if err != nil {
+		return res, fmt.Errorf("decode ceiling: %w", err)
+	}
+	res.DecodeRate, res.DecodeMBps = float64(rows)/took.Seconds(), float64(bytes)/took.Seconds()/1e6
+
+	if res.ProduceRate, err = b.produceCeiling(ctx, name+"_ceiling", n, int(res.PayloadBytes)); err != nil {
+		return res, fmt.Errorf("produce ceiling: %w", err)
+	}
+
+	createTopics(ctx, b.brokers, name+".order")
+	env := []string{}
+	if profile && b.profile != "" {
+		env = append(env, "OUTBOX_CDC_CPUPROFILE="+b.profile)
+	}
+	took, usage, err := b.relayUntil(ctx, name, name+"_relay", end, env)
+	if err != nil {
+		return res, fmt.Errorf("outbox-cdc drain: %w", err)
+	}
+	res.RelayRate = float64(n) / took.Seconds()
+	res.Ratio = res.RelayRate / min(res.DecodeRate, res.ProduceRate)
+	res.PerEventUs = float64(took.Microseconds()) / float64(n)
+	res.PeakRSSMiB = float64(usage.Maxrss) / 1024
+	res.CPUPer100k = cpuSeconds(usage) / float64(n) * 100_000
+	return res, nil
+}
+
+func cpuSeconds(u *syscall.Rusage) float64 {
+	return time.Duration(u.Utime.Nano() + u.Stime.Nano()).Seconds()
+}
+
+func (b *bench) cleanup(table string, slots ...string) {
+	ctx := context.Background()
+	for _, s := range slots {
+		_, _ = b.db.Exec(ctx, "SELECT pg_drop_replication_slot($1) FROM pg_replication_slots WHERE slot_name = $1", s)
+	}
+	_, _ = b.db.Exec(ctx, "DROP PUBLICATION IF EXISTS "+table)
+	_, _ = b.db.Exec(ctx, "DROP TABLE IF EXISTS "+table)
+}
+
+// decodeCeiling streams slot with nothing but pglogrepl, counting the
+// outbox INSERTs until want were seen, and returns them, the pgoutput bytes
+// received, the end LSN of the last transaction and the time taken.
+func (b *bench) decodeCeiling(ctx context.Context, slot, publication string, want int) (rows int, bytes int64, end pglogrepl.LSN, took time.Duration, err error) {
+	cfg, err := pgconn.ParseConfig(b.pgURL)
+	if err != nil {
+		return 0, 0, 0, 0, err
+	}
+	cfg.RuntimeParams["replication"] = "database"
+	conn, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return 0, 0, 0, 0, err
+	}
+	defer conn.Close(context.Background())
+	began := time.Now()
+	err = pglogrepl.StartReplication(ctx, conn, slot, 0, pglogrepl.StartReplicationOptions{
+		PluginArgs: []string{"proto_version '1'", "publication_names '" + publication + "'"},
+	})
+	if err != nil {
+		return 0, 0, 0, 0, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	for rows < want {
+		msg, err := conn.ReceiveMessage(ctx)
+		if err != nil {
+			return rows, bytes, end, 0, err
+		}
+		cd, ok := msg.(*pgproto3.CopyData)
+		if !ok || len(cd.Data) == 0 {
+			continue
+		}
+		switch cd.Data[0] {
+		case pglogrepl.PrimaryKeepaliveMessageByteID:
+			ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(cd.Data[1:])
+			if err == nil && ka.ReplyRequested {
+				_ = pglogrepl.SendStandbyStatusUpdate(ctx, conn, pglogrepl.StandbyStatusUpdate{WALWritePosition: ka.ServerWALEnd, WALFlushPosition: end})
+			}
+		case pglogrepl.XLogDataByteID:
+			xld, err := pglogrepl.ParseXLogData(cd.Data[1:])
+			if err != nil {
+				return rows, bytes, end, 0, err
+			}
+			bytes += int64(len(xld.WALData))
+			m, err := pglogrepl.Parse(xld.WALData)
+			if err != nil {
+				return rows, bytes, end, 0, err
+			}
+			switch m := m.(type) {
+			case *pglogrepl.InsertMessage:
+				rows++
+			case *pglogrepl.CommitMessage:
+				end = m.TransactionEndLSN
+			}
+		}
+	}
+	// The last transaction's commit follows its last insert.
+	for {
+		msg, err := conn.ReceiveMessage(ctx)
+		if err != nil {
+			return rows, bytes, end, 0, err
+		}
+		if cd, ok := msg.(*pgproto3.CopyData); ok && len(cd.Data) > 0 && cd.Data[0] == pglogrepl.XLogDataByteID {
+			xld, _ := pglogrepl.ParseXLogData(cd.Data[1:])
+			if m, err := pglogrepl.Parse(xld.WALData); err == nil {
+				if c, ok := m.(*pglogrepl.CommitMessage); ok {
+					return rows, bytes, c.TransactionEndLSN, time.Since(began), nil
+				}
+			}
+		}
+	}
+}
+
+// produceCeiling produces n messages shaped like the relay's (same keys,
+// value size, headers, acks, balancer and batching) with a bare kafka-go
+// writer, and returns messages per second.
+func (b *bench) produceCeiling(ctx context.Context, topic string, n, valueSize int) (float64, error) {
+	createTopics(ctx, b.brokers, topic)
+	var mu sync.Mutex
+	acked, failed := 0, error(nil)
+	done := make(chan struct{})
+	w := &kafka.Writer{
+		Addr: kafka.TCP(b.brokers), Topic: topic, Balancer: &kafka.Murmur2Balancer{}, RequiredAcks: kafka.RequireAll,
+		BatchSize: 1000, BatchTimeout: 5 * time.Millisecond, Async: true,
+		Completion: func(msgs []kafka.Message, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil && failed == nil {
+				failed = err
+			}
+			if acked += len(msgs); acked == n {
+				close(done)
+			}
+		},
+	}
+	defer w.Close()
+	value := []byte(`{"note": "` + strings.Repeat("n", max(valueSize-13, 0)) + `"}`)
+	began := time.Now()
+	batch := make([]kafka.Message, 0, 100)
+	for i := range n {
+		batch = append(batch, kafka.Message{
+			Key: fmt.Appendf(nil, "agg-%d", i%1000), Value: value,
+			Headers: []kafka.Header{{Key: "id", Value: fmt.Appendf(nil, "%036d", i)}, {Key: "event_type", Value: []byte("created")}, {Key: "aggregate_type", Value: []byte("order")}},
+		})
+		if len(batch) == cap(batch) || i == n-1 {
+			if err := w.WriteMessages(ctx, batch...); err != nil {
+				return 0, err
+			}
+			batch = make([]kafka.Message, 0, 100)
+		}
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-time.After(10 * time.Minute):
+		return 0, fmt.Errorf("%d of %d acknowledged after 10 minutes", acked, n)
+	}
+	took := time.Since(began)
+	if failed != nil {
+		return 0, failed
+	}
+	return float64(n) / took.Seconds(), nil
+}
+
+// relayUntil runs outbox-cdc on slot with default settings until the slot
+// confirms end, then stops it with SIGTERM, and returns the time from its
+// start and its resource usage.
+func (b *bench) relayUntil(ctx context.Context, table, slot string, end pglogrepl.LSN, env []string) (time.Duration, *syscall.Rusage, error) {
+	cmd := b.relayCmd(table, slot, env)
+	began := time.Now()
+	if err := cmd.Start(); err != nil {
+		return 0, nil, err
+	}
+	defer cmd.Process.Kill()
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		var s string
+		err := b.db.QueryRow(ctx, "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&s)
+		if err != nil {
+			return 0, nil, err
+		}
+		if lsn, _ := pglogrepl.ParseLSN(s); lsn >= end {
+			break
+		}
+		if time.Now().After(deadline) {
+			return 0, nil, fmt.Errorf("slot %s at %s, short of %s after 10 minutes", slot, s, end)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	took := time.Since(began)
+	usage, err := stop(cmd)
+	return took, usage, err
+}
+
+func (b *bench) relayCmd(table, slot string, env []string) *exec.Cmd {
+	cmd := exec.Command(b.relay,
+		"--postgres-url", b.pgURL, "--kafka-brokers", b.brokers,
+		"--table", "public."+table, "--publication", table, "--slot", slot,
+		"--topic", table+".{aggregate_type}", "--log-level", "warn")
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	return cmd
+}
+
+// stop ends the relay with SIGTERM and returns its resource usage.
+func stop(cmd *exec.Cmd) (*syscall.Rusage, error) {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		return nil, fmt.Errorf("outbox-cdc: %w", err)
+	}
+	return cmd.ProcessState.SysUsage().(*syscall.Rusage), nil
+}
+
+func createTopics(ctx context.Context, brokers string, topics ...string) {
+	client := &kafka.Client{Addr: kafka.TCP(brokers), Timeout: 10 * time.Second}
+	req := &kafka.CreateTopicsRequest{}
+	for _, t := range topics {
+		req.Topics = append(req.Topics, kafka.TopicConfig{Topic: t, NumPartitions: 3, ReplicationFactor: 1})
+	}
+	_, _ = client.CreateTopics(ctx, req)
+}

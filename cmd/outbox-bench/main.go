@@ -1,0 +1,153 @@
+// Command outbox-bench measures outbox-cdc beside the ceilings of the
+// servers it sits between, on throwaway local PostgreSQL and Kafka started
+// by the project's scripts:
+//
+//   - decode ceiling: a bare pglogrepl reader of a committed backlog;
+//   - produce ceiling: a bare kafka-go writer producing the same messages;
+//   - backlog drain: outbox-cdc from start until the slot confirms the
+//     backlog's last commit, at several backlog sizes, with its peak RSS and
+//     CPU time;
+//   - steady-state latency: commit → receipt at fixed insert rates.
+//
+// Each figure is the median of -runs runs, with min and max. It prints a
+// table and writes results.json and chart.svg to -out.
+//
+//	go run ./cmd/outbox-bench            # or: make bench
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outbox-cdc/outbox-cdc/internal/harness"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "outbox-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	runs := flag.Int("runs", 3, "runs of each scenario; figures are their median, min and max")
+	sizes := flag.String("sizes", "10000,100000,1000000", "backlog sizes for the drain scenario, comma-separated")
+	rates := flag.String("rates", "1000,5000", "insert rates (events/s) for the latency scenario")
+	txRows := flag.String("tx-rows", "1,10", "rows per transaction for the latency scenario")
+	dur := flag.Duration("duration", 30*time.Second, "length of each latency run")
+	out := flag.String("out", "bench-results", "directory for results.json and chart.svg")
+	profile := flag.String("cpuprofile", "", "write a CPU profile of outbox-cdc during the largest drain's first run to this file")
+	flag.Parse()
+	ns, err := ints(*sizes)
+	if err != nil {
+		return fmt.Errorf("-sizes: %w", err)
+	}
+	rs, err := ints(*rates)
+	if err != nil {
+		return fmt.Errorf("-rates: %w", err)
+	}
+	txs, err := ints(*txRows)
+	if err != nil {
+		return fmt.Errorf("-tx-rows: %w", err)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	root, err := harness.Root()
+	if err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "outbox-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	b := &bench{relay: filepath.Join(tmp, "outbox-cdc")}
+	if *profile != "" {
+		if b.profile, err = filepath.Abs(*profile); err != nil {
+			return err
+		}
+	}
+	build := exec.Command("go", "build", "-o", b.relay, "./cmd/outbox-cdc")
+	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("build outbox-cdc: %w", err)
+	}
+	pg, err := harness.StartPostgres()
+	if err != nil {
+		return fmt.Errorf("start postgres: %w", err)
+	}
+	defer pg.Stop()
+	kafkaSrv, err := harness.StartKafka()
+	if err != nil {
+		return fmt.Errorf("start kafka: %w", err)
+	}
+	defer kafkaSrv.Stop()
+	b.pgURL, b.brokers = pg.URL, kafkaSrv.Brokers
+	if b.db, err = pgx.Connect(ctx, pg.URL); err != nil {
+		return err
+	}
+	defer b.db.Close(context.Background())
+
+	rep := report{Machine: machine(), Command: "go run ./cmd/outbox-bench " + strings.Join(os.Args[1:], " "), Runs: *runs, Started: time.Now().UTC()}
+	for _, n := range ns {
+		for i := range *runs {
+			r, err := b.drain(ctx, n, i == 0 && n == ns[len(ns)-1])
+			if err != nil {
+				return fmt.Errorf("drain of %d, run %d: %w", n, i+1, err)
+			}
+			fmt.Fprintf(os.Stderr, "drain n=%d run %d: decode %.0f rows/s, produce %.0f msgs/s, outbox-cdc %.0f events/s (%.2f), RSS %.1f MiB\n",
+				n, i+1, r.DecodeRate, r.ProduceRate, r.RelayRate, r.Ratio, r.PeakRSSMiB)
+			rep.Drains = append(rep.Drains, r)
+		}
+	}
+	for _, rate := range rs {
+		for _, tx := range txs {
+			for i := range *runs {
+				r, err := b.latency(ctx, rate, tx, *dur)
+				if err != nil {
+					return fmt.Errorf("latency at %d/s, %d rows per transaction, run %d: %w", rate, tx, i+1, err)
+				}
+				fmt.Fprintf(os.Stderr, "latency %d/s x%d run %d: %d events at %.0f/s, p50 %.1f ms, p99 %.1f ms, max %.1f ms; at the writers' stop %d bytes unsent by the walsender, %d unconfirmed\n",
+					rate, tx, i+1, r.Events, r.AchievedRate, r.P50, r.P99, r.Max, r.UnsentBytes, r.UnconfirmedBytes)
+				rep.Latencies = append(rep.Latencies, r)
+			}
+		}
+	}
+	rep.summarize()
+	rep.print(os.Stdout)
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
+	if err := rep.writeJSON(filepath.Join(*out, "results.json")); err != nil {
+		return err
+	}
+	if err := rep.writeSVG(filepath.Join(*out, "chart.svg")); err != nil {
+		return err
+	}
+	fmt.Printf("\nwrote %s and %s\n", filepath.Join(*out, "results.json"), filepath.Join(*out, "chart.svg"))
+	return nil
+}
+
+func ints(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("%q is not a positive number", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
