@@ -39,7 +39,7 @@ type StreamConfig struct {
 	Publication    string
 	StatusInterval time.Duration // longest gap between standby status updates
 	// ConfirmEvery is how soon a newly confirmed position is reported, so
-	// that a crash replays little. Zero means 100 ms.
+	// that a crash replays little. Zero means 20 ms.
 	ConfirmEvery time.Duration
 	// ReceiveTimeout is how long the stream waits for any message from the
 	// server (it asks for a keepalive every StatusInterval when idle) before
@@ -196,7 +196,7 @@ func (s *Stream) confirmEvery() time.Duration {
 	if s.cfg.ConfirmEvery > 0 {
 		return s.cfg.ConfirmEvery
 	}
-	return 100 * time.Millisecond
+	return 20 * time.Millisecond
 }
 
 func (s *Stream) receiveTimeout() time.Duration {

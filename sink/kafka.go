@@ -86,8 +86,8 @@ type topicPartition struct {
 }
 
 type topicCount struct {
-	n  int
-	at time.Time
+	ids []int // 0 .. n-1, shared read-only
+	at  time.Time
 }
 
 // meta travels with each message through kafka-go (Message.WriterData).

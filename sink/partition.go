@@ -60,26 +60,22 @@ func (w *Writer) enqueue(ctx context.Context, msg kafka.Message) error {
 // partitionOf returns the partition of msg's key in its topic, as the Java
 // client would choose it (murmur2 over the partition count).
 func (w *Writer) partitionOf(ctx context.Context, msg *kafka.Message) (int, error) {
-	n, err := w.partitionCount(ctx, msg.Topic)
+	parts, err := w.partitionIDs(ctx, msg.Topic)
 	if err != nil {
 		return 0, err
-	}
-	parts := make([]int, n)
-	for i := range parts {
-		parts[i] = i
 	}
 	return balancer.Balance(*msg, parts...), nil
 }
 
-// partitionCount returns how many partitions topic has, asking the broker
-// (and letting it auto-create the topic if configured) at most once a
-// minute per topic.
-func (w *Writer) partitionCount(ctx context.Context, topic string) (int, error) {
+// partitionIDs returns the partitions of topic (0 to n-1), asking the
+// broker (and letting it auto-create the topic if configured) at most once
+// a minute per topic.
+func (w *Writer) partitionIDs(ctx context.Context, topic string) ([]int, error) {
 	w.mu.Lock()
 	c, ok := w.counts[topic]
 	w.mu.Unlock()
 	if ok && time.Since(c.at) < countTTL {
-		return c.n, nil
+		return c.ids, nil
 	}
 	transport := w.client.Transport
 	if transport == nil {
@@ -89,24 +85,28 @@ func (w *Writer) partitionCount(ctx context.Context, topic string) (int, error) 
 		TopicNames: []string{topic}, AllowAutoTopicCreation: w.cfg.AutoCreateTopics,
 	})
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	for _, t := range res.(*metadataAPI.Response).Topics {
 		if t.Name != topic {
 			continue
 		}
 		if t.ErrorCode != 0 {
-			return 0, kafka.Error(t.ErrorCode)
+			return nil, kafka.Error(t.ErrorCode)
 		}
 		if len(t.Partitions) == 0 {
-			return 0, kafka.LeaderNotAvailable
+			return nil, kafka.LeaderNotAvailable
+		}
+		ids := make([]int, len(t.Partitions))
+		for i := range ids {
+			ids[i] = i
 		}
 		w.mu.Lock()
-		w.counts[topic] = topicCount{n: len(t.Partitions), at: time.Now()}
+		w.counts[topic] = topicCount{ids: ids, at: time.Now()}
 		w.mu.Unlock()
-		return len(t.Partitions), nil
+		return ids, nil
 	}
-	return 0, kafka.UnknownTopicOrPartition
+	return nil, kafka.UnknownTopicOrPartition
 }
 
 // produce sends msgs to one partition in one request, acks=all.

@@ -274,6 +274,24 @@ func (b *bench) relayUntil(ctx context.Context, table, slot string, end pglogrep
 	return took, usage, err
 }
 
+// peakRSS reads the relay's resident high-water mark (VmHWM) while it
+// runs. The rusage of a waited-for child is no use here: Linux carries the
+// parent's high-water mark into ru_maxrss across fork and exec.
+func peakRSS(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kb float64
+			fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), &kb)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
 func (b *bench) relayCmd(table, slot string, env []string) *exec.Cmd {
 	cmd := exec.Command(b.relay,
 		"--postgres-url", b.pgURL, "--kafka-brokers", b.brokers,
@@ -281,17 +299,26 @@ func (b *bench) relayCmd(table, slot string, env []string) *exec.Cmd {
 		"--topic", table+".{aggregate_type}", "--log-level", "warn")
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if path := os.Getenv("OUTBOX_BENCH_RELAY_LOG"); path != "" {
+		if f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
+			cmd.Stdout, cmd.Stderr = f, f // closed with the process
+		}
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	return cmd
 }
 
-// stop ends the relay with SIGTERM and returns its resource usage.
+// stop ends the relay with SIGTERM and returns its resource usage, with
+// Maxrss (KiB) replaced by the relay's own high-water mark.
 func stop(cmd *exec.Cmd) (*syscall.Rusage, error) {
+	hwm := peakRSS(cmd.Process.Pid)
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
 		return nil, fmt.Errorf("outbox-cdc: %w", err)
 	}
-	return cmd.ProcessState.SysUsage().(*syscall.Rusage), nil
+	u := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	u.Maxrss = int64(hwm * 1024)
+	return u, nil
 }
 
 func createTopics(ctx context.Context, brokers string, topics ...string) {
