@@ -29,8 +29,8 @@ type Config struct {
 
 	MaxInFlight      int           // events published but not yet acknowledged
 	MaxInFlightBytes int64         // payload bytes of those events
-	BatchSize        int           // kafka-go Writer.BatchSize
-	BatchTimeout     time.Duration // kafka-go Writer.BatchTimeout
+	BatchSize        int           // most messages in one produce request
+	BatchTimeout     time.Duration // longest a small batch waits for more messages
 	StatusInterval   time.Duration // longest gap between standby status updates
 	ReceiveTimeout   time.Duration // server silence after which the connection is presumed dead
 	DrainTimeout     time.Duration // how long shutdown waits for in-flight acks
