@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -42,7 +43,11 @@ func (b *bench) latency(ctx context.Context, rate, txRows int, d time.Duration) 
 	topic := name + ".order"
 	createTopics(ctx, b.brokers, topic)
 
-	cmd := b.relayCmd(name, name, nil)
+	var env []string
+	if path := os.Getenv("OUTBOX_BENCH_LATENCY_PROFILE"); path != "" {
+		env = append(env, "OUTBOX_CDC_CPUPROFILE="+path)
+	}
+	cmd := b.relayCmd(name, name, env)
 	if err := cmd.Start(); err != nil {
 		return res, err
 	}
@@ -55,6 +60,7 @@ func (b *bench) latency(ctx context.Context, rate, txRows int, d time.Duration) 
 	// every partition from the start.
 	var mu sync.Mutex
 	var lat []float64
+	var slow []float64 // seconds after the warm-up at which events took over 100 ms
 	received := 0
 	client, err := kgo.NewClient(kgo.SeedBrokers(b.brokers), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
@@ -74,7 +80,11 @@ func (b *bench) latency(ctx context.Context, rate, txRows int, d time.Duration) 
 			fetches.EachRecord(func(r *kgo.Record) {
 				received++
 				if r.Timestamp.After(warm) {
-					lat = append(lat, float64(now.Sub(r.Timestamp).Microseconds())/1000)
+					ms := float64(now.Sub(r.Timestamp).Microseconds()) / 1000
+					lat = append(lat, ms)
+					if ms > 100 {
+						slow = append(slow, r.Timestamp.Sub(warm).Seconds())
+					}
 				}
 			})
 			mu.Unlock()
@@ -151,6 +161,9 @@ func (b *bench) latency(ctx context.Context, rate, txRows int, d time.Duration) 
 	}
 	if len(lat) == 0 {
 		return res, errors.New("no event received after the warm-up")
+	}
+	if len(slow) > 0 && os.Getenv("OUTBOX_BENCH_DEBUG") != "" {
+		fmt.Fprintf(os.Stderr, "  %d events over 100 ms, committed between %.1fs and %.1fs after the warm-up\n", len(slow), slices.Min(slow), slices.Max(slow))
 	}
 	slices.Sort(lat)
 	res.P50, res.P99, res.Max = quantile(lat, 0.50), quantile(lat, 0.99), lat[len(lat)-1]

@@ -12,6 +12,11 @@
 // Each figure is the median of -runs runs, with min and max. It prints a
 // table and writes results.json and chart.svg to -out.
 //
+// For digging: OUTBOX_BENCH_LATENCY_PROFILE=FILE writes a CPU profile of
+// outbox-cdc in each latency run; OUTBOX_BENCH_DEBUG=1 says when the events
+// over 100 ms were committed; OUTBOX_BENCH_RELAY_LOG=FILE keeps the relay's
+// log.
+//
 //	go run ./cmd/outbox-bench            # or: make bench
 package main
 
