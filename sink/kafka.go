@@ -86,8 +86,9 @@ type topicPartition struct {
 }
 
 type topicCount struct {
-	ids []int // 0 .. n-1, shared read-only
-	at  time.Time
+	ids        []int // 0 .. n-1, shared read-only
+	at         time.Time
+	refreshing bool // a background lookup is under way
 }
 
 // meta travels with each message through kafka-go (Message.WriterData).

@@ -70,13 +70,39 @@ func (w *Writer) partitionOf(ctx context.Context, msg *kafka.Message) (int, erro
 // partitionIDs returns the partitions of topic (0 to n-1), asking the
 // broker (and letting it auto-create the topic if configured) at most once
 // a minute per topic.
+//
+// Only the first lookup of a topic makes the caller wait; a stale entry is
+// refreshed in the background meanwhile. The lookup is not bounded by the
+// caller's context, which ends at every status deadline (20 ms): under load
+// a metadata round trip can take longer, and would never complete.
 func (w *Writer) partitionIDs(ctx context.Context, topic string) ([]int, error) {
 	w.mu.Lock()
 	c, ok := w.counts[topic]
+	refresh := ok && time.Since(c.at) >= countTTL && !c.refreshing
+	if refresh {
+		c.refreshing = true
+		w.counts[topic] = c
+	}
 	w.mu.Unlock()
-	if ok && time.Since(c.at) < countTTL {
+	if refresh && !w.closed.Load() {
+		w.owned.Go(func() {
+			ctx, cancel := context.WithTimeout(w.abandon, 10*time.Second)
+			defer cancel()
+			if _, err := w.lookup(ctx, topic); err != nil {
+				w.forget(topic) // the next event asks again, and waits
+			}
+		})
+	}
+	if ok {
 		return c.ids, nil
 	}
+	lookupCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	return w.lookup(lookupCtx, topic)
+}
+
+// lookup asks the broker for topic's partitions and caches them.
+func (w *Writer) lookup(ctx context.Context, topic string) ([]int, error) {
 	transport := w.client.Transport
 	if transport == nil {
 		transport = kafka.DefaultTransport
