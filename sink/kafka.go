@@ -243,49 +243,6 @@ func (w *Writer) write(ctx context.Context, msg kafka.Message) error {
 	}
 }
 
-// missingTopics remembers since when each topic has been missing, across
-// calls of write: a call is cut short at every status deadline and made
-// again. A topic missing for longer than the timeout is reported at once for
-// another minute, so that its events do not each wait the timeout out.
-type missingTopics struct {
-	mu    sync.Mutex
-	since map[string]time.Time
-}
-
-// lost records topic as missing and returns for how long it has been.
-func (m *missingTopics) lost(topic string) time.Duration {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	since, ok := m.since[topic]
-	if !ok {
-		if len(m.since) >= 1024 {
-			clear(m.since)
-		}
-		since = time.Now()
-		m.since[topic] = since
-	}
-	return time.Since(since)
-}
-
-// known reports whether topic has been missing for over timeout, and not
-// for so long that it is worth asking again.
-func (m *missingTopics) known(topic string, timeout time.Duration) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	since, ok := m.since[topic]
-	if ok && time.Since(since) > timeout+time.Minute {
-		delete(m.since, topic)
-		return false
-	}
-	return ok && time.Since(since) >= timeout
-}
-
-func (m *missingTopics) found(topic string) {
-	m.mu.Lock()
-	delete(m.since, topic)
-	m.mu.Unlock()
-}
-
 // salvage settles a batch that kafka-go gave up on. It runs on the batch's
 // partition goroutine, so the partition's later batches wait: no key's
 // events overtake each other. A transient failure is retried with backoff
@@ -417,70 +374,5 @@ func (w *Writer) Close(ctx context.Context) error {
 		w.abandoned()
 		<-drained // abandoned requests return at once
 		return fmt.Errorf("close kafka writer: %w", context.Cause(ctx))
-	}
-}
-
-// Reasons an event cannot be published, carried in dead-letter headers.
-const (
-	ReasonInvalidTopic    = "invalid_topic"     // the routed topic name breaks Kafka's rules
-	ReasonMessageTooLarge = "message_too_large" // over --max-message-bytes, or refused by the broker as too large
-	ReasonTopicMissing    = "topic_missing"     // the topic does not exist and is not created
-	ReasonInvalidRecord   = "invalid_record"    // the broker refused the record itself
-)
-
-// Error is a failed publish, classified once here so that callers branch on
-// Retriable and Reason rather than on broker error codes or strings.
-type Error struct {
-	Topic     string
-	Err       error
-	Retriable bool   // the same message may succeed later
-	Reason    string // set when the event itself can never be published as it is
-}
-
-func (e *Error) Error() string {
-	if e.Topic != "" {
-		return fmt.Sprintf("publish to %s: %v", e.Topic, e.Err)
-	}
-	return fmt.Sprintf("publish: %v", e.Err)
-}
-
-func (e *Error) Unwrap() error { return e.Err }
-
-func classify(err error) *Error {
-	var e *Error
-	if errors.As(err, &e) {
-		c := *e
-		return &c
-	}
-	var wes kafka.WriteErrors
-	if errors.As(err, &wes) {
-		for _, we := range wes {
-			if we != nil {
-				err = we
-				break
-			}
-		}
-	}
-	var mtl kafka.MessageTooLargeError
-	var kerr kafka.Error
-	switch {
-	case errors.As(err, &mtl):
-		return &Error{Err: err, Reason: ReasonMessageTooLarge}
-	case errors.As(err, &kerr):
-		switch kerr {
-		case kafka.MessageSizeTooLarge, kafka.RecordListTooLarge:
-			return &Error{Err: err, Reason: ReasonMessageTooLarge}
-		case kafka.InvalidRecord:
-			return &Error{Err: err, Reason: ReasonInvalidRecord}
-		case kafka.InvalidTopic:
-			return &Error{Err: err, Reason: ReasonInvalidTopic}
-		}
-		return &Error{Err: err, Retriable: kerr.Temporary()}
-	case errors.Is(err, context.Canceled):
-		return &Error{Err: err}
-	default:
-		// Network failures, timeouts, a closed connection: the broker may
-		// come back.
-		return &Error{Err: err, Retriable: true}
 	}
 }

@@ -27,6 +27,15 @@ func statOf(xs []float64) stat {
 	return stat{Median: m, Min: s[0], Max: s[len(s)-1]}
 }
 
+// over is the stat of one figure over runs.
+func over[R any](runs []R, get func(R) float64) stat {
+	xs := make([]float64, len(runs))
+	for i, r := range runs {
+		xs[i] = get(r)
+	}
+	return statOf(xs)
+}
+
 func (s stat) String() string {
 	return fmt.Sprintf("%s (%s–%s)", num(s.Median), num(s.Min), num(s.Max))
 }
@@ -77,13 +86,7 @@ func (r *report) summarize() {
 	}
 	for _, n := range order {
 		ds := byN[n]
-		f := func(get func(drainResult) float64) stat {
-			var xs []float64
-			for _, d := range ds {
-				xs = append(xs, get(d))
-			}
-			return statOf(xs)
-		}
+		f := func(get func(drainResult) float64) stat { return over(ds, get) }
 		r.DrainSummary = append(r.DrainSummary, drainSummary{
 			N: n, PayloadBytes: ds[0].PayloadBytes,
 			DecodeRate: f(func(d drainResult) float64 { return d.DecodeRate }), DecodeMBps: f(func(d drainResult) float64 { return d.DecodeMBps }),
@@ -104,13 +107,7 @@ func (r *report) summarize() {
 	}
 	for _, k := range keys {
 		ls := byKey[k]
-		f := func(get func(latencyResult) float64) stat {
-			var xs []float64
-			for _, l := range ls {
-				xs = append(xs, get(l))
-			}
-			return statOf(xs)
-		}
+		f := func(get func(latencyResult) float64) stat { return over(ls, get) }
 		r.LatencySummary = append(r.LatencySummary, latencySummary{
 			Rate: k.rate, TxRows: k.tx,
 			AchievedRate: f(func(l latencyResult) float64 { return l.AchievedRate }),
