@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +18,7 @@ func TestFlagWinsOverEnvironment(t *testing.T) {
 		"OUTBOX_CDC_BATCH_TIMEOUT=2ms",
 		"UNRELATED=1",
 	}
-	c, err := Parse([]string{"--slot", "from_flag", "--table", "app.events"}, env, io.Discard)
+	c, err := Parse(CmdRun, []string{"--slot", "from_flag", "--table", "app.events"}, env, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func TestUsageErrorsNameTheFix(t *testing.T) {
 		{append(base, "extra"), nil, "unexpected argument \"extra\""},
 	}
 	for _, tt := range tests {
-		_, err := Parse(tt.args, tt.env, io.Discard)
+		_, err := Parse(CmdRun, tt.args, tt.env, io.Discard)
 		var ue *UsageError
 		if !errors.As(err, &ue) || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("Parse(%q, %q) = %v, want a usage error containing %q", tt.args, tt.env, err, tt.want)
@@ -59,12 +60,100 @@ func TestUsageErrorsNameTheFix(t *testing.T) {
 
 func TestHelpListsEnvironmentNames(t *testing.T) {
 	var out strings.Builder
-	if _, err := Parse([]string{"--help"}, nil, &out); !errors.Is(err, flag.ErrHelp) {
+	if _, err := Parse(CmdRun, []string{"--help"}, nil, &out); !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("--help: %v", err)
 	}
 	for _, want := range []string{"--kafka-brokers (env OUTBOX_CDC_KAFKA_BROKERS", "--column-headers (env OUTBOX_CDC_COLUMN_HEADERS, default \"headers\")"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("help lacks %q", want)
+		}
+	}
+}
+
+func TestSecretsFromFiles(t *testing.T) {
+	dir := t.TempDir()
+	url := dir + "/url"
+	if err := os.WriteFile(url, []byte("postgres://relay:s3cret-pw@db:5432/app\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pw := dir + "/pw"
+	if err := os.WriteFile(pw, []byte("sasl-pw\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{
+		"OUTBOX_CDC_POSTGRES_URL_FILE=" + url,
+		"OUTBOX_CDC_KAFKA_BROKERS=k:9093",
+		"OUTBOX_CDC_KAFKA_SASL_MECHANISM=scram-sha-512",
+		"OUTBOX_CDC_KAFKA_SASL_USERNAME=relay",
+		"OUTBOX_CDC_KAFKA_SASL_PASSWORD_FILE=" + pw,
+		"OUTBOX_CDC_KAFKA_TLS_SERVER_NAME=kafka.internal",
+	}
+	c, err := Parse(CmdRun, nil, env, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.PostgresURL != "postgres://relay:s3cret-pw@db:5432/app" || c.Kafka.SASLPassword != "sasl-pw" {
+		t.Errorf("url %q, sasl password %q: the trailing newline should be trimmed", c.PostgresURL, c.Kafka.SASLPassword)
+	}
+	if !c.Kafka.TLS {
+		t.Error("--kafka-tls-server-name should imply --kafka-tls")
+	}
+	if got := strings.Join(c.Secrets(), ","); got != "s3cret-pw,sasl-pw" { // sorted, escaped forms folded
+		t.Errorf("Secrets() = %q", got)
+	}
+	if got := c.PostgresTarget(); got != "relay@db:5432/app" {
+		t.Errorf("PostgresTarget() = %q", got)
+	}
+
+	_, err = Parse(CmdRun, nil, append(env, "OUTBOX_CDC_POSTGRES_URL=postgres://x"), io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "both OUTBOX_CDC_POSTGRES_URL and OUTBOX_CDC_POSTGRES_URL_FILE") {
+		t.Errorf("both forms set: %v", err)
+	}
+	_, err = Parse(CmdRun, nil, []string{"OUTBOX_CDC_POSTGRES_URL_FILE=" + dir + "/missing"}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "OUTBOX_CDC_POSTGRES_URL_FILE") {
+		t.Errorf("missing file: %v", err)
+	}
+}
+
+func TestKafkaSecurityUsage(t *testing.T) {
+	base := []string{"--postgres-url", "postgres://x", "--kafka-brokers", "k:1"}
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{append(base, "--kafka-sasl-mechanism", "gssapi"), "want plain, scram-sha-256 or scram-sha-512"},
+		{append(base, "--kafka-sasl-mechanism", "plain"), "--kafka-sasl-username"},
+		{append(base, "--kafka-sasl-mechanism", "plain", "--kafka-sasl-username", "u"), "--kafka-sasl-password"},
+		{append(base, "--kafka-sasl-username", "u"), "need --kafka-sasl-mechanism"},
+		{append(base, "--kafka-tls-cert-file", "c.pem"), "go together"},
+		{append(base, "--http-addr", "9090"), "--http-addr \"9090\""},
+	}
+	for _, tt := range tests {
+		_, err := Parse(CmdRun, tt.args, nil, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Parse(%q) = %v, want %q", tt.args, err, tt.want)
+		}
+	}
+}
+
+func TestCommandsHaveTheirOwnFlags(t *testing.T) {
+	// status needs no Kafka; run does not know --print.
+	if _, err := Parse(CmdStatus, []string{"--postgres-url", "postgres://x", "--json"}, nil, io.Discard); err != nil {
+		t.Errorf("status: %v", err)
+	}
+	if _, err := Parse(CmdRun, []string{"--postgres-url", "postgres://x", "--kafka-brokers", "k:1", "--print"}, nil, io.Discard); err == nil {
+		t.Error("run accepted --print")
+	}
+	if _, err := Parse("launch", nil, nil, io.Discard); err == nil || !strings.Contains(err.Error(), "commands are run, check, setup, status") {
+		t.Errorf("unknown command: %v", err)
+	}
+	for _, cmd := range Commands() {
+		var out strings.Builder
+		if _, err := Parse(cmd, []string{"--help"}, nil, &out); !errors.Is(err, flag.ErrHelp) {
+			t.Fatalf("%s --help: %v", cmd, err)
+		}
+		if !strings.Contains(out.String(), "Usage: outbox-cdc "+cmd) || !strings.Contains(out.String(), "--postgres-url (env OUTBOX_CDC_POSTGRES_URL, default \"\")") {
+			t.Errorf("%s --help:\n%s", cmd, out.String())
 		}
 	}
 }

@@ -128,7 +128,7 @@ func (d *Decoder) insert(src []byte) (Result, error) {
 		}
 		return Result{}, err
 	}
-	ev.CommitLSN, ev.Xid = d.commitLSN, d.xid
+	ev.CommitLSN, ev.CommitTime, ev.Xid = d.commitLSN, d.commitTime, d.xid
 	if ev.Time.IsZero() {
 		ev.Time = d.commitTime
 	}

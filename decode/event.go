@@ -29,6 +29,7 @@ type Event struct {
 	Headers       []Header // string members of the headers column, sorted by key
 	Time          time.Time
 	CommitLSN     pglogrepl.LSN // LSN of the commit record of the row's transaction
+	CommitTime    time.Time     // when the row's transaction committed
 	Xid           uint32
 }
 

@@ -18,4 +18,6 @@ var (
 	// ErrNoResponse is a replication connection on which the server stopped
 	// answering: presumed dead, it is dropped and a new session begins.
 	ErrNoResponse = errors.New("no response from postgres")
+	// ErrNoSlot is a slot that does not exist (see ReadSlotState).
+	ErrNoSlot = errors.New("replication slot does not exist")
 )

@@ -26,17 +26,23 @@ import (
 //     confirmed: an outbox that sees no inserts still moves its slot, so the
 //     WAL the slot retains stays bounded however busy other tables are.
 //
+//   - It reads where the slot stands and passes it to OnSlot, for metrics.
+//
 // Failures to reach Postgres are logged once per change of state and retried
 // next interval; a role not allowed to call pg_logical_emit_message turns
 // heartbeats off.
-func Watch(ctx context.Context, url string, t Target, interval time.Duration, heartbeat bool, idle func() bool, log *slog.Logger) error {
+func Watch(ctx context.Context, cfg WatchConfig) error {
+	t, log, heartbeat := cfg.Target, cfg.Logger, cfg.Heartbeat
+	if log == nil {
+		log = slog.Default()
+	}
 	var conn *pgx.Conn
 	defer func() {
 		if conn != nil {
 			conn.Close(context.Background())
 		}
 	}()
-	tick := time.NewTicker(interval)
+	tick := time.NewTicker(cfg.Interval)
 	defer tick.Stop()
 	failing := false
 	for {
@@ -45,7 +51,7 @@ func Watch(ctx context.Context, url string, t Target, interval time.Duration, he
 			return nil
 		case <-tick.C:
 		}
-		carried, err := watchOnce(ctx, &conn, url, t, heartbeat && idle())
+		carried, err := watchOnce(ctx, &conn, cfg, heartbeat && cfg.Idle())
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -69,7 +75,19 @@ func Watch(ctx context.Context, url string, t Target, interval time.Duration, he
 	}
 }
 
-func watchOnce(ctx context.Context, conn **pgx.Conn, url string, t Target, beat bool) (carried bool, err error) {
+// WatchConfig is what Watch needs.
+type WatchConfig struct {
+	URL       string
+	Target    Target
+	Interval  time.Duration
+	Heartbeat bool        // write heartbeats while idle
+	Idle      func() bool // reports nothing in flight
+	OnSlot    func(SlotState)
+	Logger    *slog.Logger
+}
+
+func watchOnce(ctx context.Context, conn **pgx.Conn, cfg WatchConfig, beat bool) (carried bool, err error) {
+	url, t := cfg.URL, cfg.Target
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if *conn == nil || (*conn).IsClosed() {
@@ -85,10 +103,15 @@ func watchOnce(ctx context.Context, conn **pgx.Conn, url string, t Target, beat 
 			*conn = nil
 		}
 	}()
-	err = (*conn).QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3)`,
-		t.Publication, t.Schema, t.Table).Scan(&carried)
-	if err != nil || !carried || !beat {
-		return carried, err
+	st, err := ReadSlotState(ctx, *conn, t)
+	if err != nil {
+		return false, err
+	}
+	if cfg.OnSlot != nil {
+		cfg.OnSlot(st)
+	}
+	if !st.Publication || !beat {
+		return st.Publication, nil
 	}
 	_, err = (*conn).Exec(ctx, `SELECT pg_logical_emit_message(false, $1, '')`, decode.HeartbeatPrefix)
 	return true, err

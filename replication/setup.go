@@ -163,3 +163,65 @@ func readSlot(ctx context.Context, conn *pgx.Conn, slot string) (slotRow, error)
 	}
 	return s, nil
 }
+
+// SetupSQL returns the statements that make Postgres ready for `outbox-cdc
+// run` as role (empty: no grants): the publication, the slot, and what a
+// least-privilege role needs. With conn, statements already in effect are
+// left out; with a nil conn, every statement is returned, for a fresh
+// database. The slot comes last: creating it cannot share a transaction
+// with writes.
+func SetupSQL(ctx context.Context, conn *pgx.Conn, t Target, role string) ([]string, error) {
+	pub := pgx.Identifier{t.Publication}.Sanitize()
+	var out []string
+	pubExists, carries, slotExists := false, false, false
+	canLogin, canReplicate, roleExists := false, false, true
+	if conn != nil {
+		err := conn.QueryRow(ctx, `
+			SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1),
+				EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3),
+				EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $4)`,
+			t.Publication, t.Schema, t.Table, t.Slot).Scan(&pubExists, &carries, &slotExists)
+		if err != nil {
+			return nil, fmt.Errorf("read publication and slot: %w", err)
+		}
+		if role != "" {
+			err := conn.QueryRow(ctx, `SELECT rolcanlogin, rolreplication OR rolsuper FROM pg_roles WHERE rolname = $1`, role).Scan(&canLogin, &canReplicate)
+			if errors.Is(err, pgx.ErrNoRows) {
+				roleExists = false
+			} else if err != nil {
+				return nil, fmt.Errorf("read role %q: %w", role, err)
+			}
+		}
+		if role != "" && !roleExists {
+			return nil, fmt.Errorf("%w: role %q does not exist; create it first: CREATE ROLE %s WITH LOGIN REPLICATION PASSWORD '…'; then run setup again",
+				ErrNotReady, role, pgx.Identifier{role}.Sanitize())
+		}
+	}
+	switch {
+	case !pubExists:
+		out = append(out, fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert');", pub, t.table()))
+	case !carries:
+		out = append(out, fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s;", pub, t.table()))
+	}
+	if role != "" {
+		r := pgx.Identifier{role}.Sanitize()
+		if conn == nil {
+			out = append(out, fmt.Sprintf("-- the role, if it does not exist yet: CREATE ROLE %s WITH LOGIN REPLICATION PASSWORD '…';", r))
+		}
+		if conn == nil || !canLogin || !canReplicate {
+			out = append(out, fmt.Sprintf("ALTER ROLE %s WITH LOGIN REPLICATION;", r))
+		}
+		// GRANT is idempotent: repeating one costs nothing.
+		out = append(out,
+			fmt.Sprintf("GRANT USAGE ON SCHEMA %s TO %s;", pgx.Identifier{t.Schema}.Sanitize(), r),
+			fmt.Sprintf("GRANT SELECT ON %s TO %s;", t.table(), r),
+			fmt.Sprintf("GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) TO %s;", r),
+		)
+	}
+	if !slotExists {
+		out = append(out, fmt.Sprintf("SELECT pg_create_logical_replication_slot(%s, 'pgoutput');", quoteLiteral(t.Slot)))
+	}
+	return out, nil
+}
+
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -58,8 +59,16 @@ type Stream struct {
 	askedAt   time.Time     // when a reply was last asked for
 	sentAt    time.Time     // when status was last sent
 	sentFlush pglogrepl.LSN // the flush position it reported
+	caughtUp  bool          // "caught up" was logged this session
 	log       *slog.Logger
+
+	// shown mirrors received for readers on other goroutines (metrics).
+	shown atomic.Uint64
 }
+
+// Received returns the newest WAL position received from the server. It is
+// safe to call from any goroutine.
+func (s *Stream) Received() pglogrepl.LSN { return pglogrepl.LSN(s.shown.Load()) }
 
 // Connect opens the replication connection.
 func Connect(ctx context.Context, cfg StreamConfig, progress Progress) (*Stream, error) {
@@ -105,6 +114,7 @@ func (s *Stream) Start(ctx context.Context, start pglogrepl.LSN) error {
 		return fmt.Errorf("start replication on slot %q at %s: %w", s.cfg.Slot, start, err)
 	}
 	s.received = start
+	s.shown.Store(uint64(start))
 	s.log.Info("streaming", slog.String("slot", s.cfg.Slot), slog.String("from", start.String()))
 	return nil
 }
@@ -245,6 +255,7 @@ func (s *Stream) copyData(ctx context.Context, data []byte, handle Handler) erro
 		}
 		if xld.WALStart > s.received {
 			s.received = xld.WALStart
+			s.shown.Store(uint64(s.received))
 		}
 	case pglogrepl.PrimaryKeepaliveMessageByteID:
 		ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(data[1:])
@@ -257,6 +268,13 @@ func (s *Stream) copyData(ctx context.Context, data []byte, handle Handler) erro
 		s.progress.ConfirmIdle(ka.ServerWALEnd)
 		if ka.ServerWALEnd > s.received {
 			s.received = ka.ServerWALEnd
+			s.shown.Store(uint64(s.received))
+		}
+		if !s.caughtUp {
+			// The walsender sends keepalives while it waits for new WAL,
+			// that is, once it has sent everything there was.
+			s.caughtUp = true
+			s.log.Info("caught up", slog.String("slot", s.cfg.Slot), slog.String("wal_end", ka.ServerWALEnd.String()))
 		}
 		if ka.ReplyRequested {
 			return s.sendStatus(false)

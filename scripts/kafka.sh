@@ -10,7 +10,12 @@
 #   scripts/kafka.sh stop-server DIR   kill the broker (SIGKILL), keeping DIR
 #   scripts/kafka.sh stop DIR      stop it and remove DIR
 #
-# Extra broker settings: KAFKA_EXTRA_PROPS="key=value key=value".
+# Extra broker settings: KAFKA_EXTRA_PROPS="key=value key=value", and
+# KAFKA_EXTRA_PROPS_FILE (appended as is, for values with spaces).
+# KAFKA_EXTRA_LISTENERS="SASL_SSL://127.0.0.1:PORT SSL://127.0.0.1:PORT" adds
+# listeners (each named after its security protocol), advertised as given.
+# KAFKA_FORMAT_ARGS are extra storage-format arguments, such as
+# "--add-scram SCRAM-SHA-512=[name=u,password=p]".
 set -euo pipefail
 
 KAFKA_VERSION=3.9.1 # keep in step with scripts/kafka/pom.xml
@@ -89,6 +94,18 @@ group.initial.rebalance.delay.ms=0
 log.flush.interval.messages=9223372036854775807
 PROPS
     for kv in ${KAFKA_EXTRA_PROPS:-}; do echo "$kv" >>"$dir/server.properties"; done
+    if [ -n "${KAFKA_EXTRA_LISTENERS:-}" ]; then
+      listeners="PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport"
+      advertised="PLAINTEXT://127.0.0.1:$port"
+      protocols="PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+      for l in $KAFKA_EXTRA_LISTENERS; do
+        listeners="$listeners,$l"
+        advertised="$advertised,$l"
+        protocols="$protocols,${l%%://*}:${l%%://*}"
+      done
+      printf 'listeners=%s\nadvertised.listeners=%s\nlistener.security.protocol.map=%s\n' "$listeners" "$advertised" "$protocols" >>"$dir/server.properties"
+    fi
+    if [ -n "${KAFKA_EXTRA_PROPS_FILE:-}" ]; then cat "$KAFKA_EXTRA_PROPS_FILE" >>"$dir/server.properties"; fi
     cat >"$dir/log4j.properties" <<'L4J'
 log4j.rootLogger=INFO, stdout
 log4j.appender.stdout=org.apache.log4j.ConsoleAppender
@@ -99,9 +116,11 @@ log4j.logger.org.apache.kafka=WARN
 log4j.logger.kafka.server.KafkaRaftServer=INFO
 log4j.logger.state.change.logger=WARN
 L4J
+    set -f # KAFKA_FORMAT_ARGS may hold [brackets]
+    # shellcheck disable=SC2086
     java -cp "$libs/*" -Dlog4j.configuration="file:$dir/log4j.properties" kafka.tools.StorageTool format \
       -t "$(java -cp "$libs/*" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n 1)" \
-      -c "$dir/server.properties" >"$dir/format.log" 2>&1 \
+      -c "$dir/server.properties" ${KAFKA_FORMAT_ARGS:-} >"$dir/format.log" 2>&1 \
       || { echo "kafka.sh: storage format failed:" >&2; cat "$dir/format.log" >&2; exit 1; }
     start_server "$dir"
     ;;

@@ -122,6 +122,7 @@ func (w *Writer) sendDeadLetter(ctx context.Context, msg kafka.Message, token ui
 		return err
 	}
 	w.deadLetter.Add(1)
+	w.cfg.Observer.DeadLettered(reason)
 	w.log.Warn("dead-lettered an outbox row", slog.String("id", id), slog.String("reason", reason), slog.String("err", detail),
 		slog.String("lsn", lsn.String()), slog.String("dead_letter_topic", msg.Topic), slog.Int64("dead_lettered_total", w.deadLetter.Load()))
 	return nil
@@ -130,6 +131,7 @@ func (w *Writer) sendDeadLetter(ctx context.Context, msg kafka.Message, token ui
 // counted records a dead letter written by salvage.
 func (w *Writer) counted(topic, key string, perr *Error) {
 	w.deadLetter.Add(1)
+	w.cfg.Observer.DeadLettered(perr.Reason)
 	w.log.Warn("dead-lettered a message the broker refused", slog.String("topic", topic), slog.String("key", key),
 		slog.String("reason", perr.Reason), slog.Any("err", perr.Err), slog.String("dead_letter_topic", w.cfg.DeadLetterTopic),
 		slog.Int64("dead_lettered_total", w.deadLetter.Load()))

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -73,6 +75,20 @@ func classify(err error) *Error {
 		// come back.
 		return &Error{Err: err, Retriable: true}
 	}
+}
+
+// errorKind names a produce failure for metrics, from a bounded set: the
+// Kafka error code's name, "timeout" or "network".
+func errorKind(err error) string {
+	var kerr kafka.Error
+	var nerr net.Error
+	switch {
+	case errors.As(err, &kerr):
+		return strings.ReplaceAll(strings.ToLower(kerr.Title()), " ", "_")
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &nerr) && nerr.Timeout():
+		return "timeout"
+	}
+	return "network"
 }
 
 // missingTopics remembers since when each topic has been missing, across

@@ -39,7 +39,11 @@ type Config struct {
 	// Columns name the outbox columns, so that a row that did not decode
 	// can be dead-lettered with its id, key and payload in their places.
 	Columns decode.Columns
-	Logger  *slog.Logger
+	// Security is how the brokers are reached (TLS, SASL).
+	Security Security
+	// Observer is told each event's fate, for metrics; nil: none.
+	Observer Observer
+	Logger   *slog.Logger
 }
 
 // Done receives the fate of the event published with token: err is nil once
@@ -93,9 +97,10 @@ type topicCount struct {
 
 // meta travels with each message through kafka-go (Message.WriterData).
 type meta struct {
-	token uint64
-	lsn   pglogrepl.LSN
-	dead  bool // a dead letter: never dead-lettered again
+	token  uint64
+	lsn    pglogrepl.LSN
+	commit time.Time // the event's commit time, for the latency metric
+	dead   bool      // a dead letter: never dead-lettered again
 }
 
 // Transient produce failures are retried with capped, jittered backoff
@@ -124,9 +129,12 @@ func NewWriter(cfg Config, done Done) *Writer {
 	if cfg.BatchSize <= 0 {
 		cfg.BatchSize = 1000
 	}
+	if cfg.Observer == nil {
+		cfg.Observer = nopObserver{}
+	}
 	w := &Writer{
 		cfg: cfg, log: log, done: done, missing: missingTopics{since: map[string]time.Time{}},
-		client:     &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: produceTimeout},
+		client:     &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: produceTimeout, Transport: cfg.Security.transport()},
 		batchBytes: max(cfg.MaxMessageBytes+4096, 1<<20),
 		partitions: map[topicPartition]*partition{},
 		counts:     map[string]topicCount{},
@@ -139,7 +147,8 @@ func NewWriter(cfg Config, done Done) *Writer {
 // into one warning per outage, once failures have lasted a second: a leader
 // moving, or a topic just created, fails one attempt and is not worth a
 // warning.
-func (w *Writer) produceFailed(msg string, args ...any) {
+func (w *Writer) produceFailed(err error, msg string, args ...any) {
+	w.cfg.Observer.ProduceFailed(errorKind(err))
 	now := time.Now().UnixNano()
 	w.failingSince.CompareAndSwap(0, now)
 	if now-w.failingSince.Load() < int64(time.Second) {
@@ -187,7 +196,7 @@ func (w *Writer) Publish(ctx context.Context, ev *decode.Event, token uint64) er
 		Value:      ev.Payload,
 		Headers:    headers,
 		Time:       ev.Time,
-		WriterData: meta{token: token, lsn: ev.CommitLSN},
+		WriterData: meta{token: token, lsn: ev.CommitLSN, commit: ev.CommitTime},
 	}
 	if n := recordSize(&msg); n > w.cfg.MaxMessageBytes {
 		return w.deadLetterEvent(ctx, ev, topic, token, &Error{Topic: topic, Reason: ReasonMessageTooLarge,
@@ -258,6 +267,7 @@ func (w *Writer) salvage(msgs []kafka.Message, perr *Error) {
 			err := w.retry(msgs[i])
 			if err == nil {
 				w.up()
+				w.acked(msgs[i : i+1])
 			}
 			w.done(msgs[i].WriterData.(meta).token, err)
 		}
@@ -271,6 +281,9 @@ func (w *Writer) salvage(msgs []kafka.Message, perr *Error) {
 			m = md
 		}
 		err := w.retry(msgs[i])
+		if err == nil {
+			w.acked(msgs[i : i+1])
+		}
 		var one *Error
 		if errors.As(err, &one) && one.Reason != "" && w.cfg.DeadLetterTopic != "" {
 			dl := msgs[i] // a dead letter already
@@ -310,12 +323,26 @@ func (w *Writer) retry(msg kafka.Message) error {
 		if !perr.Retriable || w.abandon.Err() != nil {
 			return perr
 		}
-		w.produceFailed("produce to %s: %v", msg.Topic, err)
+		w.produceFailed(err, "produce to %s: %v", msg.Topic, err)
 		select {
 		case <-time.After(jitter(attempt)):
 		case <-w.abandon.Done():
 			return &Error{Topic: perr.Topic, Err: fmt.Errorf("writer closed while retrying: %w", perr.Err)}
 		}
+	}
+}
+
+// acked tells the observer about acknowledged events; dead letters are
+// counted when they are made.
+func (w *Writer) acked(msgs []kafka.Message) {
+	commits := make([]time.Time, 0, len(msgs))
+	for i := range msgs {
+		if m, ok := msgs[i].WriterData.(meta); ok && !m.dead {
+			commits = append(commits, m.commit)
+		}
+	}
+	if len(commits) > 0 {
+		w.cfg.Observer.Acked(msgs[0].Topic, commits)
 	}
 }
 
@@ -335,18 +362,6 @@ func recordSize(m *kafka.Message) int {
 		n += len(h.Key) + len(h.Value)
 	}
 	return n
-}
-
-// Ping asks the brokers for cluster metadata, so that a wrong address is
-// reported at start instead of retried forever.
-func Ping(ctx context.Context, brokers []string) error {
-	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if _, err := client.Metadata(ctx, &kafka.MetadataRequest{}); err != nil {
-		return fmt.Errorf("connect to kafka (is it running, and is --kafka-brokers right?): %w", err)
-	}
-	return nil
 }
 
 // DeadLettered returns how many events this writer dead-lettered.
@@ -369,10 +384,12 @@ func (w *Writer) Close(ctx context.Context) error {
 	select {
 	case <-drained:
 		w.abandoned()
+		w.client.Transport.(*kafka.Transport).CloseIdleConnections()
 		return nil
 	case <-ctx.Done():
 		w.abandoned()
 		<-drained // abandoned requests return at once
+		w.client.Transport.(*kafka.Transport).CloseIdleConnections()
 		return fmt.Errorf("close kafka writer: %w", context.Cause(ctx))
 	}
 }

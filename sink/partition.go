@@ -230,6 +230,7 @@ func (p *partition) send(batch []kafka.Message) {
 		err := w.produce(p.tp.topic, p.tp.id, batch)
 		if err == nil {
 			w.up()
+			w.acked(batch)
 			for i := range batch {
 				w.done(batch[i].WriterData.(meta).token, nil)
 			}
@@ -250,7 +251,7 @@ func (p *partition) send(batch []kafka.Message) {
 		if errors.Is(err, kafka.NotLeaderForPartition) || errors.Is(err, kafka.LeaderNotAvailable) {
 			w.forget(p.tp.topic)
 		}
-		w.produceFailed("produce %d messages to %s/%d (attempt %d): %v", len(batch), p.tp.topic, p.tp.id, attempt, err)
+		w.produceFailed(err, "produce %d messages to %s/%d (attempt %d): %v", len(batch), p.tp.topic, p.tp.id, attempt, err)
 		select {
 		case <-time.After(jitter(attempt)):
 		case <-w.abandon.Done():

@@ -98,3 +98,19 @@ func validTopicName(name string) error {
 	}
 	return nil
 }
+
+// Fixed returns the topic name when the template has no fields.
+func (t Topic) Fixed() (string, bool) {
+	if len(t.parts) == 1 && t.parts[0].field == nil {
+		return t.parts[0].literal, true
+	}
+	return "", false
+}
+
+// prefix is the literal text before the template's first field.
+func (t Topic) prefix() string {
+	if len(t.parts) > 0 && t.parts[0].field == nil {
+		return t.parts[0].literal
+	}
+	return ""
+}

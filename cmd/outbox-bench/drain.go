@@ -294,7 +294,7 @@ func peakRSS(pid int) float64 {
 
 func (b *bench) relayCmd(table, slot string, env []string) *exec.Cmd {
 	cmd := exec.Command(b.relay,
-		"--postgres-url", b.pgURL, "--kafka-brokers", b.brokers,
+		"--postgres-url", b.pgURL, "--kafka-brokers", b.brokers, "--http-addr", "",
 		"--table", "public."+table, "--publication", table, "--slot", slot,
 		"--topic", table+".{aggregate_type}", "--log-level", "warn")
 	cmd.Env = append(os.Environ(), env...)

@@ -1,5 +1,11 @@
 // Command outbox-cdc relays a Postgres transactional outbox to Kafka by
 // reading the write-ahead log through a logical replication slot.
+//
+//	outbox-cdc [run] [flags]   relay (the default command)
+//	outbox-cdc check [flags]   preflight checklist for Postgres and Kafka
+//	outbox-cdc setup [flags]   create the publication, the slot and grants
+//	outbox-cdc status [flags]  where the slot stands
+//	outbox-cdc version
 package main
 
 import (
@@ -8,20 +14,22 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"syscall"
 
 	"github.com/outbox-cdc/outbox-cdc/config"
 	"github.com/outbox-cdc/outbox-cdc/replication"
-	"github.com/outbox-cdc/outbox-cdc/sink"
 )
 
-// version is stamped at build time: -ldflags "-X main.version=v1.2.3".
-var version = "dev"
+// Stamped at build time: -ldflags "-X main.version=v1.2.3 -X main.commit=abc1234".
+var (
+	version = "dev"
+	commit  = "unknown"
+)
 
 func main() {
 	os.Exit(mainExit(os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
@@ -30,47 +38,47 @@ func main() {
 // Exit codes.
 const (
 	exitOK      = 0
-	exitFailure = 1 // a runtime failure: unreachable server, stream failure
+	exitFailure = 1 // a runtime failure: unreachable server, stream failure, a failed check
 	exitUsage   = 2 // a flag or environment variable to fix
 )
 
 func mainExit(args, environ []string, stdout, stderr io.Writer) int {
-	cmd := "run"
+	cmd := config.CmdRun
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
 		cmd, args = args[0], args[1:]
 	}
 	switch cmd {
-	case "run":
 	case "version":
-		fmt.Fprintln(stdout, "outbox-cdc", version)
+		fmt.Fprintf(stdout, "outbox-cdc %s (commit %s, %s %s/%s)\n", version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		return exitOK
 	case "help":
+		if len(args) > 0 {
+			cmd = args[0]
+		}
 		args = []string{"--help"}
-	default:
-		fmt.Fprintf(stderr, "outbox-cdc: unknown command %q; commands are run (the default), version and help\n", cmd)
-		return exitUsage
 	}
 
-	cfg, err := config.Parse(args, environ, stdout)
+	cfg, err := config.Parse(cmd, args, environ, stdout)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "outbox-cdc: %v (see outbox-cdc --help)\n", err)
+		fmt.Fprintf(stderr, "outbox-cdc %s: %v (see outbox-cdc %s --help)\n", cmd, err, cmd)
 		return exitUsage
 	}
-	topic, err := sink.ParseTopic(cfg.Topic)
-	if err != nil {
-		fmt.Fprintf(stderr, "outbox-cdc: --topic: %v\n", err)
-		return exitUsage
+	red := newRedactor(cfg.Secrets())
+	log := newLogger(cfg.LogFormat, cfg.LogLevel, stderr, red)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	switch cmd {
+	case config.CmdCheck:
+		return check(ctx, cfg, stdout, stderr, red)
+	case config.CmdSetup:
+		return setup(ctx, cfg, stdout, stderr, red)
+	case config.CmdStatus:
+		return status(ctx, cfg, stdout, stderr, red)
 	}
-	if cfg.OnInvalid == config.OnInvalidDLQ {
-		if err := sink.ValidateTopicName(cfg.DeadLetterTopic); err != nil {
-			fmt.Fprintf(stderr, "outbox-cdc: --dlq-topic: %v\n", err)
-			return exitUsage
-		}
-	}
-	log := newLogger(cfg.LogFormat, cfg.LogLevel, stderr)
 
 	if path := os.Getenv("OUTBOX_CDC_CPUPROFILE"); path != "" {
 		// A debugging aid for the benchmark: a CPU profile of the whole run.
@@ -80,13 +88,10 @@ func mainExit(args, environ []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	log.Info("starting", slog.String("version", version), slog.String("table", cfg.QualifiedTable()),
-		slog.String("slot", cfg.Slot), slog.String("publication", cfg.Publication), slog.String("topic", cfg.Topic))
-	if err := run(ctx, cfg, topic, log); err != nil {
-		fmt.Fprintf(stderr, "outbox-cdc: %s\n", oneLine(err))
-		if errors.Is(err, replication.ErrColumnMissing) {
+	if err := relay(ctx, cfg, log); err != nil {
+		fmt.Fprintf(stderr, "outbox-cdc: %s\n", red.oneLine(err))
+		var usage *config.UsageError
+		if errors.Is(err, replication.ErrColumnMissing) || errors.As(err, &usage) {
 			return exitUsage
 		}
 		return exitFailure
@@ -97,16 +102,6 @@ func mainExit(args, environ []string, stdout, stderr io.Writer) int {
 
 // oneLine folds a multi-line error (pgx lists each address it tried) into
 // the single line a user reads first.
-func oneLine(err error) string {
-	return strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
-}
-
-func newLogger(format, level string, w io.Writer) *slog.Logger {
-	var lv slog.Level
-	_ = lv.UnmarshalText([]byte(level)) // validated by config
-	opts := &slog.HandlerOptions{Level: lv}
-	if format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
-	}
-	return slog.New(slog.NewTextHandler(w, opts))
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", "; ")), " ")
 }

@@ -2,45 +2,123 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outbox-cdc/outbox-cdc/checkpoint"
 	"github.com/outbox-cdc/outbox-cdc/config"
 	"github.com/outbox-cdc/outbox-cdc/decode"
+	"github.com/outbox-cdc/outbox-cdc/metrics"
 	"github.com/outbox-cdc/outbox-cdc/replication"
 	"github.com/outbox-cdc/outbox-cdc/sink"
 )
+
+// relayer is the wiring of one `outbox-cdc run`: its configuration, what it
+// shows operators, and the session that streams now.
+type relayer struct {
+	cfg      config.Config
+	target   replication.Target
+	topic    sink.Topic
+	security sink.Security
+	log      *slog.Logger
+	metrics  *metrics.Metrics
+	live     live
+}
+
+// relay runs `outbox-cdc run`: it checks the configuration that needs more
+// than parsing, serves metrics and probes, and streams until ctx ends.
+func relay(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	r := &relayer{cfg: cfg, target: target(cfg), log: log}
+	var err error
+	if r.topic, err = sink.ParseTopic(cfg.Topic); err != nil {
+		return &config.UsageError{Msg: fmt.Sprintf("--topic: %v", err)}
+	}
+	if cfg.OnInvalid == config.OnInvalidDLQ {
+		if err := sink.ValidateTopicName(cfg.DeadLetterTopic); err != nil {
+			return &config.UsageError{Msg: fmt.Sprintf("--dlq-topic: %v", err)}
+		}
+	}
+	if r.security, err = security(cfg.Kafka); err != nil {
+		return err
+	}
+	r.metrics = metrics.New(version, metrics.Live{
+		InFlight: r.live.inFlight, Confirmed: r.live.confirmed, Received: r.live.received, Streaming: r.live.streaming.Load,
+	})
+	log.Info("starting", slog.String("version", version), slog.String("postgres", cfg.PostgresTarget()),
+		slog.String("kafka", strings.Join(cfg.KafkaBrokers, ",")), slog.String("table", cfg.QualifiedTable()),
+		slog.String("slot", cfg.Slot), slog.String("publication", cfg.Publication), slog.String("topic", cfg.Topic))
+
+	var served sync.WaitGroup
+	defer served.Wait()
+	if cfg.HTTPAddr != "" {
+		ln, err := metrics.Listen(cfg.HTTPAddr)
+		if err != nil {
+			return err
+		}
+		httpCtx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
+		defer stopHTTP() // after the drain: probes and metrics answer until the end
+		served.Go(func() {
+			if err := metrics.Serve(httpCtx, ln, r.metrics, newReadiness(r).check, log); err != nil {
+				log.Error("http server stopped", slog.Any("err", err))
+			}
+		})
+		log.Info("serving metrics and probes", slog.String("addr", ln.Addr().String()))
+	}
+	return r.run(ctx)
+}
+
+func target(cfg config.Config) replication.Target {
+	return replication.Target{
+		Schema: cfg.Schema, Table: cfg.Table, Publication: cfg.Publication, Slot: cfg.Slot,
+		Columns: []string{cfg.Columns.ID, cfg.Columns.AggregateType, cfg.Columns.AggregateID, cfg.Columns.EventType, cfg.Columns.Payload},
+	}
+}
+
+// security turns the Kafka flags into what sink/ dials with.
+func security(k config.KafkaSecurity) (sink.Security, error) {
+	var s sink.Security
+	var err error
+	if k.TLS {
+		s.TLS, err = sink.NewTLSConfig(sink.TLSFiles{CAFile: k.CAFile, CertFile: k.CertFile, KeyFile: k.KeyFile,
+			ServerName: k.ServerName, InsecureSkipVerify: k.InsecureSkipVerify})
+		if err != nil {
+			return s, err
+		}
+	}
+	s.SASL, err = sink.NewSASL(k.SASLMechanism, k.SASLUsername, k.SASLPassword)
+	return s, err
+}
 
 // run streams until ctx ends (a signal: drain, confirm, return nil) or a
 // failure that retrying cannot mend. Failures after streaming has begun are
 // retried with backoff by starting a new session from the slot's confirmed
 // position; a failure before that is returned, so that a wrong URL or an
 // unready server is reported at once.
-func run(ctx context.Context, cfg config.Config, topic sink.Topic, log *slog.Logger) error {
-	target := replication.Target{
-		Schema: cfg.Schema, Table: cfg.Table, Publication: cfg.Publication, Slot: cfg.Slot,
-		Columns: []string{cfg.Columns.ID, cfg.Columns.AggregateType, cfg.Columns.AggregateID, cfg.Columns.EventType, cfg.Columns.Payload},
-	}
+func (r *relayer) run(ctx context.Context) error {
+	cfg, target, log := r.cfg, r.target, r.log
 	// Kafka first: a wrong broker address should not leave a new slot behind
 	// pinning WAL.
-	if err := sink.Ping(ctx, cfg.KafkaBrokers); err != nil {
+	if err := sink.Ping(ctx, cfg.KafkaBrokers, r.security); err != nil {
 		return err
 	}
+	log.Info("kafka reachable", slog.String("brokers", strings.Join(cfg.KafkaBrokers, ",")))
 	start, err := prepare(ctx, cfg.PostgresURL, target, true)
 	if err != nil {
 		return err
 	}
 	standby := false // another process streams the slot; we wait for it to let go
 	for attempt := 0; ; attempt++ {
-		began, err := session(ctx, cfg, target, topic, start, log)
+		began, err := r.session(ctx, start)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -61,6 +139,7 @@ func run(ctx context.Context, cfg config.Config, topic sink.Topic, log *slog.Log
 					slog.String("slot", cfg.Slot), slog.Any("err", err))
 			}
 		} else {
+			r.metrics.Reconnected()
 			wait = backoff(attempt)
 			log.Warn("stream interrupted, reconnecting", slog.Any("err", err), slog.Duration("in", wait))
 		}
@@ -87,7 +166,7 @@ const standbyPoll = 2 * time.Second
 func prepare(ctx context.Context, url string, t replication.Target, createSlot bool) (pglogrepl.LSN, error) {
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
-		return 0, fmt.Errorf("connect to postgres (is it running, and is --postgres-url right?): %w", err)
+		return 0, fmt.Errorf("connect to postgres (%s): %w", pgHint(err), err)
 	}
 	defer conn.Close(context.Background())
 	return replication.Prepare(ctx, conn, t, createSlot)
@@ -119,7 +198,8 @@ func backoff(attempt int) time.Duration {
 
 // session is one replication connection and one Kafka writer, from start to
 // the first failure or to ctx's end. It reports whether streaming began.
-func session(ctx context.Context, cfg config.Config, target replication.Target, topic sink.Topic, start pglogrepl.LSN, log *slog.Logger) (bool, error) {
+func (r *relayer) session(ctx context.Context, start pglogrepl.LSN) (bool, error) {
+	cfg, target, log := r.cfg, r.target, r.log
 	if start == 0 {
 		return false, errors.New("slot position unknown")
 	}
@@ -130,10 +210,10 @@ func session(ctx context.Context, cfg config.Config, target replication.Target, 
 		dlq = cfg.DeadLetterTopic
 	}
 	writer := sink.NewWriter(sink.Config{
-		Brokers: cfg.KafkaBrokers, Topic: topic, BatchSize: cfg.BatchSize, BatchTimeout: cfg.BatchTimeout,
+		Brokers: cfg.KafkaBrokers, Topic: r.topic, BatchSize: cfg.BatchSize, BatchTimeout: cfg.BatchTimeout,
 		MaxMessageBytes: cfg.MaxMessageBytes, AutoCreateTopics: cfg.AutoCreateTopics, MissingTopicTimeout: cfg.MissingTopicTimeout,
 		DeadLetterTopic: dlq, Table: cfg.QualifiedTable(), Columns: cfg.Columns,
-		Logger: log,
+		Security: r.security, Observer: r.metrics, Logger: log,
 	}, func(token uint64, err error) {
 		if err != nil {
 			select {
@@ -155,6 +235,8 @@ func session(ctx context.Context, cfg config.Config, target replication.Target, 
 		return false, errors.Join(err, stream.Close(context.Background()), writer.Close(context.Background()))
 	}
 
+	r.live.begin(track, stream)
+	defer r.live.end()
 	p := &pipeline{dec: decode.New(cfg.Schema, cfg.Table, cfg.Columns), track: track, pub: writer}
 	readCtx, stopReading := context.WithCancelCause(ctx)
 	watched := make(chan struct{})
@@ -173,11 +255,15 @@ func session(ctx context.Context, cfg config.Config, target replication.Target, 
 			interval = 10 * time.Second
 		}
 		idle := func() bool { n, _ := track.InFlight(); return n == 0 }
-		if err := replication.Watch(readCtx, cfg.PostgresURL, target, interval, cfg.HeartbeatInterval > 0, idle, log); err != nil {
+		if err := replication.Watch(readCtx, replication.WatchConfig{
+			URL: cfg.PostgresURL, Target: target, Interval: interval, Heartbeat: cfg.HeartbeatInterval > 0,
+			Idle: idle, OnSlot: r.metrics.Slot, Logger: log,
+		}); err != nil {
 			stopReading(err)
 		}
 	})
 	runErr := stream.Run(readCtx, p.handle)
+	r.live.streaming.Store(false)
 	stopReading(runErr)
 	<-watched
 	watch.Wait()
@@ -204,4 +290,19 @@ func session(ctx context.Context, cfg config.Config, target replication.Target, 
 		runErr = closeErr
 	}
 	return true, runErr
+}
+
+// pgHint says what to look at when Postgres cannot be reached.
+func pgHint(err error) string {
+	var certErr *tls.CertificateVerificationError
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &certErr):
+		return "the server's certificate was not accepted: check sslrootcert and sslmode in --postgres-url"
+	case errors.As(err, &pgErr) && pgErr.Code == "28P01":
+		return "the password was refused: check the user and password in --postgres-url"
+	case errors.As(err, &pgErr) && pgErr.Code == "28000":
+		return "pg_hba.conf refused the connection: check the user, database and sslmode in --postgres-url"
+	}
+	return "is it running, and is --postgres-url right?"
 }

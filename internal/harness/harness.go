@@ -92,7 +92,25 @@ type Kafka struct {
 // StartKafka formats and starts a new broker on free loopback ports; props
 // are extra server.properties lines (key=value).
 func StartKafka(props ...string) (*Kafka, error) {
-	kv, err := script([]string{"KAFKA_EXTRA_PROPS=" + strings.Join(props, " ")}, "kafka.sh", "start")
+	return StartKafkaWith(KafkaOptions{Props: props})
+}
+
+// KafkaOptions shape a broker beyond the defaults of scripts/kafka.sh.
+type KafkaOptions struct {
+	Props      []string // extra server.properties lines without spaces (key=value)
+	PropsFile  string   // a file appended to server.properties, for values with spaces
+	Listeners  []string // extra listeners, NAME://127.0.0.1:PORT, named after their security protocol
+	FormatArgs []string // extra storage-format arguments (--add-scram …)
+}
+
+// StartKafkaWith is StartKafka with options.
+func StartKafkaWith(o KafkaOptions) (*Kafka, error) {
+	kv, err := script([]string{
+		"KAFKA_EXTRA_PROPS=" + strings.Join(o.Props, " "),
+		"KAFKA_EXTRA_PROPS_FILE=" + o.PropsFile,
+		"KAFKA_EXTRA_LISTENERS=" + strings.Join(o.Listeners, " "),
+		"KAFKA_FORMAT_ARGS=" + strings.Join(o.FormatArgs, " "),
+	}, "kafka.sh", "start")
 	if err != nil {
 		return nil, err
 	}

@@ -87,6 +87,7 @@ func (o *outbox) args(extra ...string) []string {
 		"--slot", o.name,
 		"--topic", o.name + ".{aggregate_type}",
 		"--status-interval", "1s",
+		"--http-addr", "127.0.0.1:0", // several relays run at once; see relay.httpAddr
 	}, extra...)
 }
 
@@ -160,12 +161,19 @@ func startRelay(t *testing.T, args ...string) *relay {
 // startRelayBinary is startRelay with another build of outbox-cdc.
 func startRelayBinary(t *testing.T, binary string, args ...string) *relay {
 	t.Helper()
+	return startRelayEnv(t, binary, nil, args...)
+}
+
+// startRelayEnv is startRelayBinary with extra environment variables.
+func startRelayEnv(t *testing.T, binary string, env []string, args ...string) *relay {
+	t.Helper()
 	logPath := filepath.Join(t.TempDir(), "outbox-cdc.log")
 	f, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	// If the test process itself is killed, no cleanup runs: the kernel
 	// stops the relay with it.
@@ -263,16 +271,22 @@ func (r *relay) stop(t *testing.T, sig syscall.Signal, timeout time.Duration) in
 // header), then returns every message they hold, duplicates included.
 func consume(t *testing.T, topics []string, want int, timeout time.Duration) []kafka.Message {
 	t.Helper()
+	return consumeAt(t, broker.Brokers, topics, want, timeout)
+}
+
+// consumeAt is consume from another broker.
+func consumeAt(t *testing.T, brokers string, topics []string, want int, timeout time.Duration) []kafka.Message {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	client := &kafka.Client{Addr: kafka.TCP(broker.Brokers), Timeout: 10 * time.Second}
+	client := &kafka.Client{Addr: kafka.TCP(brokers), Timeout: 10 * time.Second}
 	began := time.Now()
 	var msgs []kafka.Message
 	distinct := 0
 	for {
 		ends, total, err := harness.EndOffsets(ctx, client, topics)
 		if err == nil && total >= int64(want) {
-			msgs = readAll(ctx, t, ends)
+			msgs = readAllAt(ctx, t, brokers, ends)
 			if distinct = countIDs(msgs); distinct >= want {
 				t.Logf("consume: %d events present after %s", want, time.Since(began).Round(time.Millisecond))
 				return msgs
@@ -299,6 +313,12 @@ func countIDs(msgs []kafka.Message) int {
 // readAll reads every message below the given end offsets.
 func readAll(ctx context.Context, t *testing.T, ends map[string]map[int]int64) []kafka.Message {
 	t.Helper()
+	return readAllAt(ctx, t, broker.Brokers, ends)
+}
+
+// readAllAt is readAll from another broker.
+func readAllAt(ctx context.Context, t *testing.T, brokers string, ends map[string]map[int]int64) []kafka.Message {
+	t.Helper()
 	if ctx.Err() != nil {
 		return nil
 	}
@@ -308,7 +328,7 @@ func readAll(ctx context.Context, t *testing.T, ends map[string]map[int]int64) [
 			if end == 0 {
 				continue
 			}
-			r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{broker.Brokers}, Topic: topic, Partition: p, MaxBytes: 10 << 20, MaxWait: 100 * time.Millisecond})
+			r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{brokers}, Topic: topic, Partition: p, MaxBytes: 10 << 20, MaxWait: 100 * time.Millisecond})
 			for {
 				m, err := r.ReadMessage(ctx)
 				if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -32,6 +33,8 @@ func (r *relay) running() bool {
 func TestBrokerOutage(t *testing.T) {
 	o := newOutbox(t, "outage", defaultColumns)
 	r := startRelay(t, o.args()...)
+	addr := r.httpAddr(t)
+	waitReady(t, addr, http.StatusOK, 10*time.Second)
 	w, counters := newWritten(), map[string]int{}
 	// About 130 rows/s for 45 s.
 	wait := insertInBackground(o, w, makeRows(6000, 50, "order", counters), 10, 75*time.Millisecond)
@@ -47,6 +50,11 @@ func TestBrokerOutage(t *testing.T) {
 		}
 	}()
 	atKill := o.currentLSN(t)
+	notReady := waitReady(t, addr, http.StatusServiceUnavailable, 10*time.Second)
+	if !strings.Contains(notReady, "kafka") {
+		t.Errorf("/readyz while the broker is down: %q, want the reason to name kafka", notReady)
+	}
+	t.Logf("/readyz with the broker down: 503 %s", strings.TrimSpace(notReady))
 	for range 30 {
 		time.Sleep(time.Second)
 		if c := o.confirmed(t); c > atKill {
@@ -61,6 +69,8 @@ func TestBrokerOutage(t *testing.T) {
 	}
 	restarted = true
 	back := time.Now()
+	waitReady(t, addr, http.StatusOK, time.Minute)
+	t.Logf("/readyz 200 again %s after the broker restarted", time.Since(back).Round(time.Millisecond))
 	if err := wait(); err != nil {
 		t.Fatalf("insert: %v", err)
 	}

@@ -49,8 +49,8 @@ func TestStartupErrors(t *testing.T) {
 		{"missing flag", []string{"--kafka-brokers", broker.Brokers}, 2, "--postgres-url (or OUTBOX_CDC_POSTGRES_URL) is required"},
 		{"unknown column", o.args("--column-event-type", "kind"), 2, `has no column "kind"`},
 		{"bad topic template", o.args("--topic", "x.{tenant}"), 2, "unknown field {tenant}"},
-		{"postgres unreachable", []string{"--postgres-url", "postgres://postgres@127.0.0.1:1/postgres", "--kafka-brokers", broker.Brokers}, 1, "connect to postgres (is it running, and is --postgres-url right?)"},
-		{"kafka unreachable", append(o.args(), "--kafka-brokers", "127.0.0.1:1"), 1, "connect to kafka (is it running, and is --kafka-brokers right?)"},
+		{"postgres unreachable", []string{"--postgres-url", "postgres://postgres@127.0.0.1:1/postgres", "--kafka-brokers", broker.Brokers, "--http-addr", ""}, 1, "connect to postgres (is it running, and is --postgres-url right?)"},
+		{"kafka unreachable", append(o.args(), "--kafka-brokers", "127.0.0.1:1"), 1, "connect to kafka (is it running, and is --kafka-brokers right?"},
 		{"role without REPLICATION", append(o.args(), "--postgres-url", noReplURL), 1, `lacks REPLICATION; run ALTER ROLE "norepl" REPLICATION`},
 		{"table missing", append(o.args(), "--table", "public.nope"), 1, "table \"public\".\"nope\" does not exist"},
 	}
@@ -58,7 +58,7 @@ func TestStartupErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			code, out := runOnce(t, tt.args...)
 			line := lastLine(out)
-			if code != tt.code || !strings.Contains(line, tt.want) || !strings.HasPrefix(line, "outbox-cdc: ") {
+			if code != tt.code || !strings.Contains(line, tt.want) || !strings.HasPrefix(line, "outbox-cdc") {
 				t.Errorf("exit %d, last line %q; want exit %d and one line containing %q", code, line, tt.code, tt.want)
 			}
 		})

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outbox-cdc/outbox-cdc/config"
+	"github.com/outbox-cdc/outbox-cdc/internal/checklist"
+	"github.com/outbox-cdc/outbox-cdc/replication"
+	"github.com/outbox-cdc/outbox-cdc/sink"
+)
+
+// check runs `outbox-cdc check`: the Postgres items, then the Kafka ones.
+func check(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, red redactor) int {
+	topic, err := sink.ParseTopic(cfg.Topic)
+	if err != nil {
+		fmt.Fprintf(stderr, "outbox-cdc check: --topic: %v\n", err)
+		return exitUsage
+	}
+	sec, err := security(cfg.Kafka)
+	if err != nil {
+		fmt.Fprintf(stderr, "outbox-cdc check: %s\n", red.oneLine(err))
+		return exitUsage
+	}
+	fmt.Fprintf(stdout, "outbox-cdc check: postgres %s, kafka %s, table %s\n\n", cfg.PostgresTarget(), strings.Join(cfg.KafkaBrokers, ","), cfg.QualifiedTable())
+	items := replication.Check(ctx, cfg.PostgresURL, target(cfg), cfg.Columns)
+	dlq := ""
+	if cfg.OnInvalid == config.OnInvalidDLQ {
+		dlq = cfg.DeadLetterTopic
+	}
+	items = append(items, sink.Check(ctx, sink.CheckConfig{
+		Brokers: cfg.KafkaBrokers, Security: sec, Topic: topic, Template: cfg.Topic,
+		DeadLetterTopic: dlq, AutoCreateTopics: cfg.AutoCreateTopics,
+	})...)
+	for i := range items {
+		items[i].Detail, items[i].Fix = red.redact(items[i].Detail), red.redact(items[i].Fix)
+	}
+	failed := checklist.Print(stdout, items)
+	if failed > 0 {
+		fmt.Fprintf(stdout, "\n%d of %d checks failed\n", failed, len(items))
+		return exitFailure
+	}
+	fmt.Fprintf(stdout, "\nall %d checks passed\n", len(items))
+	return exitOK
+}
+
+// setup runs `outbox-cdc setup`: with --print it prints the SQL for a fresh
+// database (or, given --postgres-url, only what is missing there); otherwise
+// it runs what is missing.
+func setup(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, red redactor) int {
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "outbox-cdc setup: %s\n", red.oneLine(err))
+		return exitFailure
+	}
+	var conn *pgx.Conn
+	if cfg.PostgresURL != "" {
+		c, err := pgx.Connect(ctx, cfg.PostgresURL)
+		if err != nil {
+			return fail(fmt.Errorf("connect to postgres (%s): %w", pgHint(err), err))
+		}
+		defer c.Close(context.Background())
+		conn = c
+	}
+	stmts, err := replication.SetupSQL(ctx, conn, target(cfg), cfg.Role)
+	if err != nil {
+		return fail(err)
+	}
+	if cfg.Print {
+		fmt.Fprintf(stdout, "-- outbox-cdc setup for %s (publication %s, slot %s)\n", cfg.QualifiedTable(), cfg.Publication, cfg.Slot)
+		for _, s := range stmts {
+			fmt.Fprintln(stdout, s)
+		}
+		return exitOK
+	}
+	if len(stmts) == 0 {
+		fmt.Fprintln(stdout, "nothing to do: the publication, the slot and the grants are in place")
+		return exitOK
+	}
+	for _, s := range stmts {
+		if strings.HasPrefix(s, "--") {
+			continue
+		}
+		if _, err := conn.Exec(ctx, s); err != nil {
+			return fail(fmt.Errorf("%s: %w", s, err))
+		}
+		fmt.Fprintln(stdout, "done:", s)
+	}
+	return exitOK
+}
+
+// status runs `outbox-cdc status`.
+func status(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, red redactor) int {
+	conn, err := pgx.Connect(ctx, cfg.PostgresURL)
+	if err != nil {
+		fmt.Fprintf(stderr, "outbox-cdc status: %s\n", red.oneLine(fmt.Errorf("connect to postgres (%s): %w", pgHint(err), err)))
+		return exitFailure
+	}
+	defer conn.Close(context.Background())
+	st, err := replication.ReadSlotState(ctx, conn, target(cfg))
+	if errors.Is(err, replication.ErrNoSlot) {
+		fmt.Fprintf(stderr, "outbox-cdc status: slot %q does not exist; outbox-cdc run (or setup) creates it\n", cfg.Slot)
+		return exitFailure
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "outbox-cdc status: %s\n", red.oneLine(err))
+		return exitFailure
+	}
+	if cfg.JSON {
+		out := struct {
+			replication.SlotState
+			ConfirmedLSN string `json:"confirmed_lsn"`
+			RestartLSN   string `json:"restart_lsn"`
+			CurrentLSN   string `json:"current_wal_lsn"`
+		}{st, st.Confirmed.String(), st.Restart.String(), st.Current.String()}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			fmt.Fprintf(stderr, "outbox-cdc status: %v\n", err)
+			return exitFailure
+		}
+		return exitOK
+	}
+	consumer := "none (events wait in the WAL until outbox-cdc run streams the slot)"
+	if st.Active {
+		consumer = fmt.Sprintf("streaming, pid %d", st.ActivePID)
+		if st.Client != "" {
+			consumer += " (" + st.Client + ")"
+		}
+	}
+	safe := "unlimited (max_slot_wal_keep_size = -1)"
+	if st.SafeWALSize != nil {
+		safe = bytes(*st.SafeWALSize)
+	}
+	carries := "yes"
+	if !st.Publication {
+		carries = fmt.Sprintf("NO: ALTER PUBLICATION %s ADD TABLE %s;", pgx.Identifier{cfg.Publication}.Sanitize(), pgx.Identifier{cfg.Schema, cfg.Table}.Sanitize())
+	}
+	rows := [][2]string{
+		{"slot", fmt.Sprintf("%s (plugin %s, database %s)", st.Slot, st.Plugin, st.Database)},
+		{"consumer", consumer},
+		{"confirmed", st.Confirmed.String()},
+		{"current WAL", st.Current.String()},
+		{"lag", bytes(st.LagBytes) + " of WAL written since the confirmed position"},
+		{"retained", bytes(st.RetainedBytes) + " of WAL kept for the slot"},
+		{"wal_status", st.WALStatus},
+		{"safe_wal_size", safe},
+		{"publication", fmt.Sprintf("%s carries %s: %s", cfg.Publication, cfg.QualifiedTable(), carries)},
+	}
+	for _, r := range rows {
+		fmt.Fprintf(stdout, "%-14s %s\n", r[0]+":", r[1])
+	}
+	return exitOK
+}
+
+func bytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
+}

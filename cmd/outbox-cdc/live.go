@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+
+	"github.com/outbox-cdc/outbox-cdc/checkpoint"
+	"github.com/outbox-cdc/outbox-cdc/replication"
+	"github.com/outbox-cdc/outbox-cdc/sink"
+)
+
+// live is what the current session shows to metrics and probes, readable
+// from any goroutine. Between sessions it keeps the last confirmed position.
+type live struct {
+	track     atomic.Pointer[checkpoint.Tracker]
+	stream    atomic.Pointer[replication.Stream]
+	streaming atomic.Bool
+	last      atomic.Uint64 // confirmed position of the last session
+}
+
+func (l *live) begin(t *checkpoint.Tracker, s *replication.Stream) {
+	l.track.Store(t)
+	l.stream.Store(s)
+	l.streaming.Store(true)
+}
+
+func (l *live) end() {
+	l.streaming.Store(false)
+	if t := l.track.Swap(nil); t != nil {
+		l.last.Store(uint64(t.Confirmed()))
+	}
+	l.stream.Store(nil)
+}
+
+func (l *live) inFlight() (int, int64) {
+	if t := l.track.Load(); t != nil {
+		return t.InFlight()
+	}
+	return 0, 0
+}
+
+func (l *live) confirmed() pglogrepl.LSN {
+	if t := l.track.Load(); t != nil {
+		return t.Confirmed()
+	}
+	return pglogrepl.LSN(l.last.Load())
+}
+
+func (l *live) received() pglogrepl.LSN {
+	if s := l.stream.Load(); s != nil {
+		return s.Received()
+	}
+	return 0
+}
+
+// readiness answers /readyz: ready while a session streams the slot and the
+// brokers answer a metadata request. The broker's answer is cached for a
+// second, so that frequent probes do not each cost a round trip.
+type readiness struct {
+	r *relayer
+
+	mu      sync.Mutex
+	at      time.Time
+	kafka   error
+	checked bool
+}
+
+func newReadiness(r *relayer) *readiness { return &readiness{r: r} }
+
+func (rd *readiness) check(ctx context.Context) error {
+	if !rd.r.live.streaming.Load() {
+		return errors.New("replication is not streaming (starting, reconnecting, or standing by for another instance)")
+	}
+	rd.mu.Lock()
+	defer rd.mu.Unlock()
+	if time.Since(rd.at) > time.Second {
+		err := sink.Ping(ctx, rd.r.cfg.KafkaBrokers, rd.r.security)
+		if rd.checked && (err == nil) != (rd.kafka == nil) {
+			if err != nil {
+				rd.r.log.Warn("kafka unreachable (readiness probe)", slog.Any("err", err))
+			} else {
+				rd.r.log.Info("kafka reachable again (readiness probe)")
+			}
+		}
+		rd.at, rd.kafka, rd.checked = time.Now(), err, true
+	}
+	if rd.kafka != nil {
+		return fmt.Errorf("kafka: %w", rd.kafka)
+	}
+	return nil
+}

@@ -1,0 +1,222 @@
+package config
+
+import (
+	"flag"
+	"io"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// group is a set of flags shared by some commands.
+type group uint16
+
+const (
+	gPostgres group = 1 << iota // --postgres-url
+	gSlot                       // --table, --publication, --slot
+	gColumns                    // --column-*
+	gKafka                      // --kafka-brokers, TLS, SASL
+	gRoute                      // --topic, --dlq-topic, --on-invalid, topic creation
+	gRelay                      // the stream's tuning, --http-addr
+	gLog                        // --log-format, --log-level
+	gSetup                      // --role, --print
+	gStatus                     // --json
+)
+
+var commandGroups = map[string]group{
+	CmdRun:    gPostgres | gSlot | gColumns | gKafka | gRoute | gRelay | gLog,
+	CmdCheck:  gPostgres | gSlot | gColumns | gKafka | gRoute | gLog,
+	CmdSetup:  gPostgres | gSlot | gLog | gSetup,
+	CmdStatus: gPostgres | gSlot | gLog | gStatus,
+}
+
+var commandHelp = map[string]string{
+	CmdRun:    "Streams a Postgres outbox table to Kafka through logical replication.",
+	CmdCheck:  "Checks Postgres and Kafka for everything run needs, and prints the fix for each item that fails. Exit 1 if any fails.",
+	CmdSetup:  "Creates the publication and the replication slot, and grants --role what run needs (--print: only print the SQL).",
+	CmdStatus: "Prints where the replication slot stands: its position, the WAL it retains, wal_status, and whether a consumer streams it.",
+}
+
+// rawFlags hold what is parsed into other fields after the flags are read.
+type rawFlags struct{ brokers, table string }
+
+func newFlagSet(c *Config, g group) (*flag.FlagSet, *rawFlags) {
+	raw := &rawFlags{}
+	fs := flag.NewFlagSet("outbox-cdc "+c.Command, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are returned; help goes to out
+	fs.Usage = func() {}
+
+	if g&gPostgres != 0 {
+		fs.StringVar(&c.PostgresURL, "postgres-url", "", "Postgres connection string, libpq URL or key=value (required); TLS through sslmode, sslrootcert, sslcert and sslkey; the replication connection adds replication=database itself")
+	}
+	if g&gSlot != 0 {
+		fs.StringVar(&raw.table, "table", "public.outbox", "outbox table, optionally schema-qualified")
+		fs.StringVar(&c.Publication, "publication", "outbox_cdc", "publication carrying the outbox table's INSERTs; run creates it when missing")
+		fs.StringVar(&c.Slot, "slot", "outbox_cdc", "logical replication slot (plugin pgoutput); run creates it when missing")
+	}
+	if g&gColumns != 0 {
+		fs.StringVar(&c.Columns.ID, "column-id", "id", "column holding the event id (sent as header id)")
+		fs.StringVar(&c.Columns.AggregateType, "column-aggregate-type", "aggregate_type", "column holding the aggregate type (header aggregate_type, topic routing)")
+		fs.StringVar(&c.Columns.AggregateID, "column-aggregate-id", "aggregate_id", "column holding the aggregate id, used as the Kafka message key")
+		fs.StringVar(&c.Columns.EventType, "column-event-type", "event_type", "column holding the event type (header event_type)")
+		fs.StringVar(&c.Columns.Payload, "column-payload", "payload", "column whose value becomes the Kafka message value, byte for byte")
+		fs.StringVar(&c.Columns.Headers, "column-headers", "headers", "optional jsonb column; each string member becomes a Kafka header (absent column: unused)")
+		fs.StringVar(&c.Columns.Timestamp, "column-timestamp", "created_at", "optional timestamp column for the message time (absent column: commit time)")
+	}
+	if g&gKafka != 0 {
+		fs.StringVar(&raw.brokers, "kafka-brokers", "", "comma-separated Kafka bootstrap brokers, host:port (required)")
+		fs.BoolVar(&c.Kafka.TLS, "kafka-tls", false, "connect to the brokers over TLS (implied by any other --kafka-tls-* flag)")
+		fs.StringVar(&c.Kafka.CAFile, "kafka-tls-ca-file", "", "PEM file of the CA certificates that sign the brokers' certificates; empty: the system's roots")
+		fs.StringVar(&c.Kafka.CertFile, "kafka-tls-cert-file", "", "PEM client certificate, for brokers that require mutual TLS (with --kafka-tls-key-file)")
+		fs.StringVar(&c.Kafka.KeyFile, "kafka-tls-key-file", "", "PEM private key of --kafka-tls-cert-file")
+		fs.StringVar(&c.Kafka.ServerName, "kafka-tls-server-name", "", "name expected in the brokers' certificates; empty: each broker's host")
+		fs.BoolVar(&c.Kafka.InsecureSkipVerify, "kafka-tls-insecure-skip-verify", false, "accept any broker certificate (testing only: anyone on the path can read and forge traffic)")
+		fs.StringVar(&c.Kafka.SASLMechanism, "kafka-sasl-mechanism", "", "SASL authentication: plain, scram-sha-256 or scram-sha-512; empty: none")
+		fs.StringVar(&c.Kafka.SASLUsername, "kafka-sasl-username", "", "SASL user name")
+		fs.StringVar(&c.Kafka.SASLPassword, "kafka-sasl-password", "", "SASL password; prefer OUTBOX_CDC_KAFKA_SASL_PASSWORD_FILE, never logged")
+	}
+	if g&gRoute != 0 {
+		fs.StringVar(&c.Topic, "topic", "outbox.event.{aggregate_type}", "Kafka topic template; {aggregate_type} and {event_type} are replaced from the row, anything else is literal")
+		fs.StringVar(&c.OnInvalid, "on-invalid", OnInvalidDLQ, "a row that cannot be published (NULL or empty key, bad headers, too large, bad topic): dlq sends it to --dlq-topic and goes on; fail stops without confirming it")
+		fs.StringVar(&c.DeadLetterTopic, "dlq-topic", "outbox.dlq", "dead-letter topic for --on-invalid=dlq; the reason, table, LSN and columns travel in outbox_cdc.* headers")
+		fs.BoolVar(&c.AutoCreateTopics, "kafka-auto-create-topics", true, "ask the broker to create a missing topic (the broker must allow it: auto.create.topics.enable)")
+	}
+	if g&gRelay != 0 {
+		fs.StringVar(&c.HTTPAddr, "http-addr", "127.0.0.1:9090", "address serving /metrics (Prometheus), /healthz and /readyz; empty: no HTTP server")
+		fs.IntVar(&c.MaxInFlight, "max-in-flight", 10000, "most events published but not yet acknowledged; reading the WAL pauses at this bound")
+		fs.Int64Var(&c.MaxInFlightBytes, "max-in-flight-bytes", 64<<20, "most payload bytes published but not yet acknowledged")
+		fs.IntVar(&c.BatchSize, "batch-size", 1000, "most messages in one produce request per partition")
+		fs.DurationVar(&c.BatchTimeout, "batch-timeout", 5*time.Millisecond, "longest a message waits for its batch to fill before it is sent")
+		fs.DurationVar(&c.StatusInterval, "status-interval", 10*time.Second, "longest gap between standby status updates to Postgres")
+		fs.DurationVar(&c.ReceiveTimeout, "receive-timeout", 30*time.Second, "server silence after which the replication connection is presumed dead and reopened (keepalives are asked for when idle)")
+		fs.DurationVar(&c.DrainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long to wait for in-flight events to be acknowledged")
+		fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", 1_000_000, "largest record (key, value, headers) published; keep it at or below the topics' max.message.bytes")
+		fs.DurationVar(&c.MissingTopicTimeout, "missing-topic-timeout", 30*time.Second, "how long an event waits for its topic to exist before it is treated as invalid (--on-invalid)")
+		fs.DurationVar(&c.HeartbeatInterval, "heartbeat-interval", 10*time.Second, "while nothing is in flight, write a logical decoding message this often so that an idle outbox still advances its slot; also how often slot metrics are read; 0 disables heartbeats")
+	}
+	if g&gLog != 0 {
+		fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
+		fs.StringVar(&c.LogLevel, "log-level", "info", "least severe level logged: debug, info, warn or error")
+	}
+	if g&gSetup != 0 {
+		fs.StringVar(&c.Role, "role", "", "role outbox-cdc run connects as: granted SELECT on the table (it must have LOGIN REPLICATION); empty: no grants")
+		fs.BoolVar(&c.Print, "print", false, "print the SQL instead of running it")
+	}
+	if g&gStatus != 0 {
+		fs.BoolVar(&c.JSON, "json", false, "print JSON instead of text")
+	}
+	return fs, raw
+}
+
+// slotName is what Postgres accepts for a replication slot name.
+var slotName = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
+
+// validate reports the first field that cannot work, naming the flag to fix.
+func (c Config) validate(g group) error {
+	if g&gPostgres != 0 && c.PostgresURL == "" && (c.Command != CmdSetup || !c.Print) {
+		return usagef("--postgres-url (or %s) is required, e.g. postgres://user@127.0.0.1:5432/db", EnvName("postgres-url"))
+	}
+	if g&gSlot != 0 {
+		switch {
+		case c.Schema == "" || c.Table == "" || strings.Contains(c.Table, "."):
+			return usagef("--table %q: want table or schema.table", c.QualifiedTable())
+		case c.Publication == "":
+			return usagef("--publication must not be empty")
+		case !slotName.MatchString(c.Slot):
+			return usagef("--slot %q: a slot name is 1 to 63 characters of a-z, 0-9 and _", c.Slot)
+		}
+	}
+	if g&gKafka != 0 {
+		if err := c.validateKafka(); err != nil {
+			return err
+		}
+	}
+	if g&gRoute != 0 {
+		switch {
+		case c.Topic == "":
+			return usagef("--topic must not be empty")
+		case c.OnInvalid != OnInvalidDLQ && c.OnInvalid != OnInvalidFail:
+			return usagef("--on-invalid %q: want dlq or fail", c.OnInvalid)
+		case c.OnInvalid == OnInvalidDLQ && c.DeadLetterTopic == "":
+			return usagef("--dlq-topic must name a topic with --on-invalid=dlq")
+		}
+	}
+	if g&gLog != 0 {
+		switch {
+		case c.LogFormat != "text" && c.LogFormat != "json":
+			return usagef("--log-format %q: want text or json", c.LogFormat)
+		case c.LogLevel != "debug" && c.LogLevel != "info" && c.LogLevel != "warn" && c.LogLevel != "error":
+			return usagef("--log-level %q: want debug, info, warn or error", c.LogLevel)
+		}
+	}
+	if g&gRelay != 0 {
+		if err := c.validateRelay(); err != nil {
+			return err
+		}
+	}
+	if g&gSetup != 0 && c.Role != "" && strings.ContainsAny(c.Role, "\"\x00") {
+		return usagef("--role %q: a role name without quotes", c.Role)
+	}
+	if g&gColumns != 0 {
+		required := map[string]string{
+			"column-id": c.Columns.ID, "column-aggregate-type": c.Columns.AggregateType,
+			"column-aggregate-id": c.Columns.AggregateID, "column-event-type": c.Columns.EventType,
+			"column-payload": c.Columns.Payload,
+		}
+		for _, name := range []string{"column-id", "column-aggregate-type", "column-aggregate-id", "column-event-type", "column-payload"} {
+			if required[name] == "" {
+				return usagef("--%s must name a column", name)
+			}
+		}
+	}
+	return nil
+}
+
+func (c Config) validateKafka() error {
+	k := c.Kafka
+	if len(c.KafkaBrokers) == 0 {
+		return usagef("--kafka-brokers (or %s) is required, e.g. 127.0.0.1:9092", EnvName("kafka-brokers"))
+	}
+	switch {
+	case (k.CertFile == "") != (k.KeyFile == ""):
+		return usagef("--kafka-tls-cert-file and --kafka-tls-key-file go together: give both or neither")
+	case k.SASLMechanism != "" && k.SASLMechanism != "plain" && k.SASLMechanism != "scram-sha-256" && k.SASLMechanism != "scram-sha-512":
+		return usagef("--kafka-sasl-mechanism %q: want plain, scram-sha-256 or scram-sha-512", k.SASLMechanism)
+	case k.SASLMechanism != "" && k.SASLUsername == "":
+		return usagef("--kafka-sasl-username (or %s) is required with --kafka-sasl-mechanism", EnvName("kafka-sasl-username"))
+	case k.SASLMechanism != "" && k.SASLPassword == "":
+		return usagef("--kafka-sasl-password (or %s, or %s%s) is required with --kafka-sasl-mechanism",
+			EnvName("kafka-sasl-password"), EnvName("kafka-sasl-password"), fileSuffix)
+	case k.SASLMechanism == "" && (k.SASLUsername != "" || k.SASLPassword != ""):
+		return usagef("--kafka-sasl-username and --kafka-sasl-password need --kafka-sasl-mechanism (plain, scram-sha-256 or scram-sha-512)")
+	}
+	return nil
+}
+
+func (c Config) validateRelay() error {
+	switch {
+	case c.MaxInFlight < 1:
+		return usagef("--max-in-flight %d: want at least 1", c.MaxInFlight)
+	case c.MaxInFlightBytes < 1:
+		return usagef("--max-in-flight-bytes %d: want at least 1", c.MaxInFlightBytes)
+	case c.BatchSize < 1:
+		return usagef("--batch-size %d: want at least 1", c.BatchSize)
+	case c.BatchTimeout <= 0:
+		return usagef("--batch-timeout %s: want a positive duration such as 5ms", c.BatchTimeout)
+	case c.StatusInterval <= 0 || c.StatusInterval > time.Minute:
+		return usagef("--status-interval %s: want between 1ms and 1m (Postgres drops a silent client after wal_sender_timeout)", c.StatusInterval)
+	case c.ReceiveTimeout < 0:
+		return usagef("--receive-timeout %s: want a positive duration, or 0 for 3 × --status-interval", c.ReceiveTimeout)
+	case c.DrainTimeout < 0:
+		return usagef("--drain-timeout %s: want zero or more", c.DrainTimeout)
+	case c.MaxMessageBytes < 1024:
+		return usagef("--max-message-bytes %d: want at least 1024", c.MaxMessageBytes)
+	case c.MissingTopicTimeout < 0:
+		return usagef("--missing-topic-timeout %s: want zero or more", c.MissingTopicTimeout)
+	case c.HeartbeatInterval < 0:
+		return usagef("--heartbeat-interval %s: want a positive duration, or 0 to disable", c.HeartbeatInterval)
+	case c.HTTPAddr != "" && !strings.Contains(c.HTTPAddr, ":"):
+		return usagef("--http-addr %q: want host:port, such as 127.0.0.1:9090 or :9090", c.HTTPAddr)
+	}
+	return nil
+}

@@ -1,0 +1,149 @@
+package metrics
+
+import (
+	"runtime"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/outbox-cdc/outbox-cdc/replication"
+)
+
+// Live reads what the running session knows, at scrape time. Each func may
+// be called from any goroutine, and returns zeros between sessions.
+type Live struct {
+	InFlight  func() (events int, bytes int64)
+	Confirmed func() pglogrepl.LSN // highest position confirmed to Postgres
+	Received  func() pglogrepl.LSN // newest WAL position received
+	Streaming func() bool
+}
+
+// Metrics are the relay's Prometheus metrics. It implements sink.Observer.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	published     *prometheus.CounterVec
+	deadLettered  *prometheus.CounterVec
+	publishErrors *prometheus.CounterVec
+	latency       prometheus.Histogram
+	batch         prometheus.Histogram
+	reconnects    prometheus.Counter
+
+	slotLag      prometheus.Gauge
+	slotRetained prometheus.Gauge
+	slotSafe     prometheus.Gauge
+	slotActive   prometheus.Gauge
+	walStatus    *prometheus.GaugeVec
+	slotReadAt   prometheus.Gauge
+}
+
+// walStatuses are the values of pg_replication_slots.wal_status.
+var walStatuses = []string{"reserved", "extended", "unreserved", "lost"}
+
+// New registers every metric, with live read at scrape time.
+func New(version string, live Live) *Metrics {
+	const ns = "outbox_cdc"
+	reg := prometheus.NewRegistry()
+	f := func(c prometheus.Collector) { reg.MustRegister(c) }
+	m := &Metrics{reg: reg}
+
+	m.published = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "events_published_total",
+		Help: "Events acknowledged by Kafka (acks=all), by topic. Dead letters are counted in outbox_cdc_events_dead_lettered_total instead."}, []string{"topic"})
+	m.deadLettered = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "events_dead_lettered_total",
+		Help: "Outbox rows sent to the dead-letter topic, by reason (null_column, message_too_large, invalid_topic, …)."}, []string{"reason"})
+	m.publishErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "publish_errors_total",
+		Help: "Failed produce attempts, each retried or settled, by kind (a Kafka error name, timeout or network)."}, []string{"kind"})
+	m.latency = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "event_latency_seconds",
+		Help:    "Time from an event's commit in Postgres (its commit timestamp) to its acknowledgement by Kafka.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 17)})
+	m.batch = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "produce_batch_messages",
+		Help: "Events per acknowledged produce request.", Buckets: prometheus.ExponentialBuckets(1, 2, 11)})
+	m.reconnects = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "reconnects_total",
+		Help: "Replication sessions restarted after a failure (a lost connection, Kafka away too long)."})
+	m.slotLag = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "slot_lag_bytes",
+		Help: "WAL written since the slot's confirmed flush position (polled from pg_replication_slots)."})
+	m.slotRetained = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "slot_retained_wal_bytes",
+		Help: "WAL the slot keeps from removal: the current position minus its restart_lsn (polled)."})
+	m.slotSafe = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "slot_safe_wal_size_bytes",
+		Help: "WAL that can still be written before the slot risks losing what it needs (pg_replication_slots.safe_wal_size); -1 when max_slot_wal_keep_size is unlimited."})
+	m.slotActive = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "slot_active",
+		Help: "1 when a consumer streams the slot (polled)."})
+	m.walStatus = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "slot_wal_status",
+		Help: "1 for the slot's current wal_status (reserved, extended, unreserved, lost), 0 for the others."}, []string{"status"})
+	m.slotReadAt = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "slot_last_read_timestamp_seconds",
+		Help: "When the slot gauges were last read from Postgres (unix time)."})
+	for _, c := range []prometheus.Collector{m.published, m.deadLettered, m.publishErrors, m.latency, m.batch, m.reconnects,
+		m.slotLag, m.slotRetained, m.slotSafe, m.slotActive, m.walStatus, m.slotReadAt} {
+		f(c)
+	}
+
+	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "in_flight_events",
+		Help: "Events handed to Kafka and not yet acknowledged."}, func() float64 { n, _ := live.InFlight(); return float64(n) }))
+	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "in_flight_bytes",
+		Help: "Bytes of the events in flight."}, func() float64 { _, b := live.InFlight(); return float64(b) }))
+	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "confirmed_lsn",
+		Help: "Highest WAL position confirmed to Postgres as flushed: everything before it is acknowledged by Kafka."},
+		func() float64 { return float64(live.Confirmed()) }))
+	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "received_lsn",
+		Help: "Newest WAL position received from Postgres."}, func() float64 { return float64(live.Received()) }))
+	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "streaming",
+		Help: "1 while a replication session streams the slot."}, func() float64 {
+		if live.Streaming() {
+			return 1
+		}
+		return 0
+	}))
+	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "build_info",
+		Help: "Always 1; labels name the build.", ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()}},
+		func() float64 { return 1 }))
+	f(collectors.NewGoCollector())
+	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Acked implements sink.Observer.
+func (m *Metrics) Acked(topic string, commits []time.Time) {
+	m.published.WithLabelValues(topic).Add(float64(len(commits)))
+	m.batch.Observe(float64(len(commits)))
+	now := time.Now()
+	for _, c := range commits {
+		if !c.IsZero() {
+			m.latency.Observe(max(now.Sub(c).Seconds(), 0))
+		}
+	}
+}
+
+// DeadLettered implements sink.Observer.
+func (m *Metrics) DeadLettered(reason string) { m.deadLettered.WithLabelValues(reason).Inc() }
+
+// ProduceFailed implements sink.Observer.
+func (m *Metrics) ProduceFailed(kind string) { m.publishErrors.WithLabelValues(kind).Inc() }
+
+// Reconnected counts a session restarted after a failure.
+func (m *Metrics) Reconnected() { m.reconnects.Inc() }
+
+// Slot records a reading of pg_replication_slots.
+func (m *Metrics) Slot(st replication.SlotState) {
+	m.slotLag.Set(float64(st.LagBytes))
+	m.slotRetained.Set(float64(st.RetainedBytes))
+	if st.SafeWALSize != nil {
+		m.slotSafe.Set(float64(*st.SafeWALSize))
+	} else {
+		m.slotSafe.Set(-1)
+	}
+	active := 0.0
+	if st.Active {
+		active = 1
+	}
+	m.slotActive.Set(active)
+	for _, s := range walStatuses {
+		v := 0.0
+		if s == st.WALStatus {
+			v = 1
+		}
+		m.walStatus.WithLabelValues(s).Set(v)
+	}
+	m.slotReadAt.Set(float64(time.Now().UnixNano()) / 1e9)
+}

@@ -1,0 +1,273 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outbox-cdc/outbox-cdc/decode"
+	"github.com/outbox-cdc/outbox-cdc/internal/checklist"
+)
+
+// Check inspects, without changing anything, whether Postgres is ready for
+// `outbox-cdc run` with t and columns, as the role of url. Each item carries
+// the fix for what is wrong.
+func Check(ctx context.Context, url string, t Target, columns decode.Columns) []checklist.Item {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return []checklist.Item{{Name: "postgres reachable", Status: checklist.Fail, Detail: oneLine(err),
+			Fix: "check --postgres-url: host, port, database, user, password and sslmode"}}
+	}
+	defer conn.Close(context.Background())
+	c := &checker{ctx: ctx, conn: conn, t: t, user: conn.Config().User}
+	var version string
+	if err := conn.QueryRow(ctx, `SELECT current_setting('server_version')`).Scan(&version); err != nil {
+		return []checklist.Item{{Name: "postgres reachable", Status: checklist.Fail, Detail: oneLine(err)}}
+	}
+	c.add(checklist.OK, "postgres reachable", fmt.Sprintf("PostgreSQL %s, role %s, database %s", version, c.user, conn.Config().Database), "")
+	c.server()
+	if c.table(columns) {
+		c.publication()
+	}
+	c.slot()
+	return c.items
+}
+
+type checker struct {
+	ctx   context.Context
+	conn  *pgx.Conn
+	t     Target
+	user  string
+	super bool
+	items []checklist.Item
+}
+
+func (c *checker) add(s checklist.Status, name, detail, fix string) {
+	c.items = append(c.items, checklist.Item{Name: name, Status: s, Detail: detail, Fix: fix})
+}
+
+func (c *checker) failed(name string, err error) {
+	c.add(checklist.Fail, name, "could not read: "+oneLine(err), "")
+}
+
+func (c *checker) server() {
+	var walLevel string
+	var maxSenders, senders, maxSlots, slots int
+	var keep string
+	var canReplicate, emit bool
+	err := c.conn.QueryRow(c.ctx, `
+		SELECT current_setting('wal_level'),
+			current_setting('max_wal_senders')::int, (SELECT count(*) FROM pg_stat_replication)::int,
+			current_setting('max_replication_slots')::int, (SELECT count(*) FROM pg_replication_slots)::int,
+			current_setting('max_slot_wal_keep_size'),
+			r.rolreplication OR r.rolsuper, r.rolsuper,
+			has_function_privilege('pg_logical_emit_message(boolean, text, text)', 'EXECUTE')
+		FROM pg_roles r WHERE r.rolname = current_user`).
+		Scan(&walLevel, &maxSenders, &senders, &maxSlots, &slots, &keep, &canReplicate, &c.super, &emit)
+	if err != nil {
+		c.failed("server settings", err)
+		return
+	}
+	if walLevel == "logical" {
+		c.add(checklist.OK, "wal_level", "logical", "")
+	} else {
+		c.add(checklist.Fail, "wal_level", fmt.Sprintf("%s, want logical", walLevel),
+			"ALTER SYSTEM SET wal_level = logical; then restart Postgres (on a managed service: its logical replication setting)")
+	}
+	switch {
+	case maxSenders == 0:
+		c.add(checklist.Fail, "max_wal_senders", "0", "ALTER SYSTEM SET max_wal_senders = 10; then restart Postgres")
+	case senders >= maxSenders:
+		c.add(checklist.Fail, "max_wal_senders", fmt.Sprintf("all %d in use", maxSenders), "raise max_wal_senders (restart needed), or stop an unused replication client")
+	default:
+		c.add(checklist.OK, "max_wal_senders", fmt.Sprintf("%d, %d in use", maxSenders, senders), "")
+	}
+	var exists bool
+	_ = c.conn.QueryRow(c.ctx, `SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)`, c.t.Slot).Scan(&exists)
+	switch {
+	case !exists && slots >= maxSlots:
+		c.add(checklist.Fail, "max_replication_slots", fmt.Sprintf("all %d in use, and slot %q does not exist yet", maxSlots, c.t.Slot),
+			"raise max_replication_slots (restart needed), or drop an unused slot: SELECT pg_drop_replication_slot('name')")
+	default:
+		c.add(checklist.OK, "max_replication_slots", fmt.Sprintf("%d, %d in use", maxSlots, slots), "")
+	}
+	if canReplicate {
+		c.add(checklist.OK, "role may replicate", fmt.Sprintf("%s has REPLICATION", c.user), "")
+	} else {
+		c.add(checklist.Fail, "role may replicate", fmt.Sprintf("%s lacks REPLICATION", c.user),
+			fmt.Sprintf("as a superuser: ALTER ROLE %s REPLICATION;", pgx.Identifier{c.user}.Sanitize()))
+	}
+	if keep == "-1" {
+		c.add(checklist.Warn, "max_slot_wal_keep_size", "unlimited: a stopped relay makes Postgres keep WAL until the disk fills",
+			"ALTER SYSTEM SET max_slot_wal_keep_size = '50GB'; SELECT pg_reload_conf(); (size it to outlast your longest outage; past it the slot is invalidated)")
+	} else {
+		c.add(checklist.OK, "max_slot_wal_keep_size", keep, "")
+	}
+	if emit {
+		c.add(checklist.OK, "heartbeats", "role may call pg_logical_emit_message", "")
+	} else {
+		c.add(checklist.Warn, "heartbeats", "role may not call pg_logical_emit_message: an idle outbox advances its slot only on keepalives",
+			fmt.Sprintf("GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) TO %s;", pgx.Identifier{c.user}.Sanitize()))
+	}
+}
+
+// table checks the outbox table and its columns; it reports whether the
+// table exists.
+func (c *checker) table(columns decode.Columns) bool {
+	rows, err := c.conn.Query(c.ctx, `
+		SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a
+		WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, c.t.table())
+	if err != nil {
+		c.failed("outbox table", err)
+		return false
+	}
+	types := map[string]string{}
+	var name, typ string
+	_, err = pgx.ForEachRow(rows, []any{&name, &typ}, func() error { types[name] = typ; return nil })
+	if err != nil {
+		c.failed("outbox table", err)
+		return false
+	}
+	if len(types) == 0 {
+		c.add(checklist.Fail, "outbox table", fmt.Sprintf("%s does not exist", c.t.table()),
+			"create it (sql/publication.sql has the reference DDL), or point --table at yours")
+		return false
+	}
+	var canSelect bool
+	_ = c.conn.QueryRow(c.ctx, `SELECT has_table_privilege(current_user, $1, 'SELECT')`, c.t.table()).Scan(&canSelect)
+	if canSelect {
+		c.add(checklist.OK, "outbox table", fmt.Sprintf("%s exists; %s may SELECT it", c.t.table(), c.user), "")
+	} else {
+		c.add(checklist.Fail, "outbox table", fmt.Sprintf("%s exists, but %s may not SELECT it", c.t.table(), c.user),
+			fmt.Sprintf("GRANT SELECT ON %s TO %s; (or run outbox-cdc setup --role %s)", c.t.table(), pgx.Identifier{c.user}.Sanitize(), c.user))
+	}
+
+	var bad, found []string
+	fix := ""
+	for _, col := range columnRoles(columns) {
+		typ, ok := types[col.name]
+		switch {
+		case !ok && col.optional:
+			found = append(found, fmt.Sprintf("%s absent (optional, unused)", col.flag))
+		case !ok:
+			have := make([]string, 0, len(types))
+			for n := range types {
+				have = append(have, n)
+			}
+			slices.Sort(have)
+			bad = append(bad, fmt.Sprintf("no column %q for --%s", col.name, col.flag))
+			fix = fmt.Sprintf("set the --column-* flags to the table's columns (it has %s)", strings.Join(have, ", "))
+		case len(col.types) > 0 && !slices.Contains(col.types, typ):
+			bad = append(bad, fmt.Sprintf("%s is %s, want %s", col.name, typ, strings.Join(col.types, " or ")))
+			if fix == "" {
+				fix = "change the column's type, or map another column"
+			}
+		default:
+			found = append(found, col.name+" "+typ)
+		}
+	}
+	if len(bad) > 0 {
+		c.add(checklist.Fail, "outbox columns", strings.Join(bad, "; "), fix)
+	} else {
+		c.add(checklist.OK, "outbox columns", strings.Join(found, ", "), "")
+	}
+	return true
+}
+
+type columnRole struct {
+	flag, name string
+	optional   bool
+	types      []string // accepted format_type() names; empty: any
+}
+
+func columnRoles(c decode.Columns) []columnRole {
+	return []columnRole{
+		{flag: "column-id", name: c.ID},
+		{flag: "column-aggregate-type", name: c.AggregateType},
+		{flag: "column-aggregate-id", name: c.AggregateID},
+		{flag: "column-event-type", name: c.EventType},
+		{flag: "column-payload", name: c.Payload, types: []string{"jsonb", "json", "text", "bytea", "character varying"}},
+		{flag: "column-headers", name: c.Headers, optional: true, types: []string{"jsonb", "json"}},
+		{flag: "column-timestamp", name: c.Timestamp, optional: true, types: []string{"timestamp with time zone", "timestamp without time zone"}},
+	}
+}
+
+func (c *checker) publication() {
+	name := c.t.Publication
+	var insert, mine, carries bool
+	var owner string
+	err := c.conn.QueryRow(c.ctx, `
+		SELECT p.pubinsert, pg_get_userbyid(p.pubowner), p.pubowner = (SELECT oid FROM pg_roles WHERE rolname = current_user),
+			EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = p.pubname AND schemaname = $2 AND tablename = $3)
+		FROM pg_publication p WHERE p.pubname = $1`, name, c.t.Schema, c.t.Table).Scan(&insert, &owner, &mine, &carries)
+	if errors.Is(err, pgx.ErrNoRows) {
+		var ownsTable, mayCreate bool
+		_ = c.conn.QueryRow(c.ctx, `
+			SELECT pg_has_role(current_user, (SELECT relowner FROM pg_class WHERE oid = to_regclass($1)), 'USAGE'),
+				has_database_privilege(current_database(), 'CREATE')`, c.t.table()).Scan(&ownsTable, &mayCreate)
+		if c.super || ownsTable && mayCreate {
+			c.add(checklist.OK, "publication", fmt.Sprintf("%q does not exist yet; run will create it", name), "")
+		} else {
+			c.add(checklist.Fail, "publication", fmt.Sprintf("%q does not exist, and %s may not create it (it needs to own %s and have CREATE on the database)", name, c.user, c.t.table()),
+				"as the table's owner: outbox-cdc setup --role "+c.user+" (or outbox-cdc setup --print for the SQL)")
+		}
+		return
+	}
+	if err != nil {
+		c.failed("publication", err)
+		return
+	}
+	switch {
+	case carries && insert:
+		c.add(checklist.OK, "publication", fmt.Sprintf("%q publishes INSERTs of %s (owner %s)", name, c.t.table(), owner), "")
+	case !carries:
+		who := "as its owner " + owner
+		if mine {
+			who = "as " + c.user
+		}
+		c.add(checklist.Fail, "publication", fmt.Sprintf("%q exists without %s", name, c.t.table()),
+			fmt.Sprintf("%s: ALTER PUBLICATION %s ADD TABLE %s;", who, pgx.Identifier{name}.Sanitize(), c.t.table()))
+	default:
+		c.add(checklist.Fail, "publication", fmt.Sprintf("%q does not publish INSERTs", name),
+			fmt.Sprintf("as its owner %s: ALTER PUBLICATION %s SET (publish = 'insert');", owner, pgx.Identifier{name}.Sanitize()))
+	}
+}
+
+func (c *checker) slot() {
+	st, err := ReadSlotState(c.ctx, c.conn, c.t)
+	if errors.Is(err, ErrNoSlot) {
+		c.add(checklist.OK, "replication slot", fmt.Sprintf("%q does not exist yet; run will create it (plugin pgoutput)", c.t.Slot), "")
+		return
+	}
+	if err != nil {
+		c.failed("replication slot", err)
+		return
+	}
+	db := c.conn.Config().Database
+	switch {
+	case st.Plugin != "pgoutput":
+		c.add(checklist.Fail, "replication slot", fmt.Sprintf("%q uses plugin %q", c.t.Slot, st.Plugin), "choose another --slot")
+	case db != "" && st.Database != db:
+		c.add(checklist.Fail, "replication slot", fmt.Sprintf("%q belongs to database %q", c.t.Slot, st.Database), "choose another --slot, or connect to "+st.Database)
+	case st.WALStatus == "lost":
+		c.add(checklist.Fail, "replication slot", fmt.Sprintf("%q lost the WAL it needs (wal_status lost): events may be missing", c.t.Slot),
+			fmt.Sprintf("reconcile, then SELECT pg_drop_replication_slot('%s'); run creates it anew", c.t.Slot))
+	case st.WALStatus == "unreserved":
+		c.add(checklist.Warn, "replication slot", fmt.Sprintf("%q is about to lose WAL (wal_status unreserved, %d bytes behind)", c.t.Slot, st.LagBytes),
+			"start outbox-cdc run now, or raise max_slot_wal_keep_size")
+	default:
+		active := "no consumer"
+		if st.Active {
+			active = "streamed by pid " + fmt.Sprint(st.ActivePID)
+		}
+		c.add(checklist.OK, "replication slot", fmt.Sprintf("%q at %s, %d bytes behind, wal_status %s, %s", c.t.Slot, st.Confirmed, st.LagBytes, st.WALStatus, active), "")
+	}
+}
+
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
+}

@@ -1,0 +1,79 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+)
+
+// SlotState is where a replication slot stands, as pg_replication_slots
+// and pg_stat_replication tell it.
+type SlotState struct {
+	Slot      string        `json:"slot"`
+	Plugin    string        `json:"plugin"`
+	Database  string        `json:"database"`
+	Active    bool          `json:"active"`               // a consumer streams it now
+	ActivePID int           `json:"active_pid,omitempty"` // the walsender serving that consumer
+	Client    string        `json:"client,omitempty"`     // the consumer's application_name and address
+	Confirmed pglogrepl.LSN `json:"-"`
+	Restart   pglogrepl.LSN `json:"-"`
+	Current   pglogrepl.LSN `json:"-"` // the server's current WAL position
+	// LagBytes is WAL written since the confirmed position: what a restart
+	// would read again, at most.
+	LagBytes int64 `json:"lag_bytes"`
+	// RetainedBytes is WAL the slot keeps from being removed.
+	RetainedBytes int64  `json:"retained_bytes"`
+	WALStatus     string `json:"wal_status"` // reserved, extended, unreserved or lost
+	// SafeWALSize is how much more WAL can be written before the slot is
+	// at risk of losing what it needs; nil when max_slot_wal_keep_size is
+	// unlimited (-1).
+	SafeWALSize *int64 `json:"safe_wal_size"`
+	// Publication says whether the publication carries the table's inserts.
+	Publication bool `json:"publication_carries_table"`
+}
+
+// ReadSlotState reads where t's slot stands. conn is an ordinary connection.
+func ReadSlotState(ctx context.Context, conn *pgx.Conn, t Target) (SlotState, error) {
+	st := SlotState{Slot: t.Slot}
+	var confirmed, restart, current *string
+	var lag, retained *int64
+	err := conn.QueryRow(ctx, `
+		SELECT coalesce(s.plugin, ''), coalesce(s.database, ''), s.active, coalesce(s.active_pid, 0),
+			coalesce(r.application_name || coalesce(' ' || host(r.client_addr), ''), ''),
+			s.confirmed_flush_lsn::text, s.restart_lsn::text, pg_current_wal_lsn()::text,
+			pg_wal_lsn_diff(pg_current_wal_lsn(), s.confirmed_flush_lsn)::bigint,
+			pg_wal_lsn_diff(pg_current_wal_lsn(), s.restart_lsn)::bigint,
+			coalesce(s.wal_status, ''), s.safe_wal_size,
+			EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = $2 AND schemaname = $3 AND tablename = $4)
+		FROM pg_replication_slots s LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid
+		WHERE s.slot_name = $1`, t.Slot, t.Publication, t.Schema, t.Table).
+		Scan(&st.Plugin, &st.Database, &st.Active, &st.ActivePID, &st.Client, &confirmed, &restart, &current,
+			&lag, &retained, &st.WALStatus, &st.SafeWALSize, &st.Publication)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return st, fmt.Errorf("%w: %q", ErrNoSlot, t.Slot)
+	}
+	if err != nil {
+		return st, fmt.Errorf("read replication slot %q: %w", t.Slot, err)
+	}
+	for _, p := range []struct {
+		text *string
+		lsn  *pglogrepl.LSN
+	}{{confirmed, &st.Confirmed}, {restart, &st.Restart}, {current, &st.Current}} {
+		if p.text == nil {
+			continue
+		}
+		if *p.lsn, err = pglogrepl.ParseLSN(*p.text); err != nil {
+			return st, fmt.Errorf("parse LSN %q of slot %q: %w", *p.text, t.Slot, err)
+		}
+	}
+	if lag != nil {
+		st.LagBytes = *lag
+	}
+	if retained != nil {
+		st.RetainedBytes = *retained
+	}
+	return st, nil
+}

@@ -1,0 +1,126 @@
+package sink
+
+import (
+	"errors"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/sasl"
+	"github.com/segmentio/kafka-go/sasl/plain"
+	"github.com/segmentio/kafka-go/sasl/scram"
+)
+
+// Security is how the writer reaches the brokers: over TLS, with SASL, both
+// or neither. The zero value is plaintext without authentication.
+type Security struct {
+	TLS  *tls.Config    // nil: plaintext
+	SASL sasl.Mechanism // nil: no authentication
+}
+
+// TLSFiles names what a TLS connection to the brokers needs.
+type TLSFiles struct {
+	CAFile             string // PEM CA certificates; empty: the system's roots
+	CertFile, KeyFile  string // PEM client certificate and key; empty: none
+	ServerName         string // empty: each broker's host
+	InsecureSkipVerify bool
+}
+
+// NewTLSConfig reads the files f names into a TLS client configuration.
+func NewTLSConfig(f TLSFiles) (*tls.Config, error) {
+	cfg := &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		ServerName:         f.ServerName,
+		InsecureSkipVerify: f.InsecureSkipVerify, //nolint:gosec // an explicit, documented testing flag
+	}
+	if f.CAFile != "" {
+		pem, err := os.ReadFile(f.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("read kafka CA file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("kafka CA file %s holds no PEM certificate", f.CAFile)
+		}
+		cfg.RootCAs = pool
+	}
+	if f.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(f.CertFile, f.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("load kafka client certificate %s and key %s: %w", f.CertFile, f.KeyFile, err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}
+
+// NewSASL returns the mechanism named plain, scram-sha-256 or scram-sha-512.
+func NewSASL(mechanism, username, password string) (sasl.Mechanism, error) {
+	switch mechanism {
+	case "":
+		return nil, nil
+	case "plain":
+		return plain.Mechanism{Username: username, Password: password}, nil
+	case "scram-sha-256", "scram-sha-512":
+		algo := scram.SHA256
+		if mechanism == "scram-sha-512" {
+			algo = scram.SHA512
+		}
+		m, err := scram.Mechanism(algo, username, password)
+		if err != nil {
+			return nil, fmt.Errorf("kafka SASL %s: %w", mechanism, err)
+		}
+		return m, nil
+	}
+	return nil, fmt.Errorf("kafka SASL mechanism %q: want plain, scram-sha-256 or scram-sha-512", mechanism)
+}
+
+// transport returns a kafka-go transport that connects as s says.
+func (s Security) transport() *kafka.Transport {
+	return &kafka.Transport{
+		TLS:         s.TLS,
+		SASL:        s.SASL,
+		ClientID:    "outbox-cdc",
+		DialTimeout: 5 * time.Second,
+		IdleTimeout: 30 * time.Second,
+		MetadataTTL: 6 * time.Second,
+	}
+}
+
+// Ping asks the brokers for cluster metadata, so that a wrong address is
+// reported at start instead of retried forever.
+func Ping(ctx context.Context, brokers []string, sec Security) error {
+	transport := sec.transport()
+	defer transport.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second, Transport: transport}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := client.Metadata(ctx, &kafka.MetadataRequest{}); err != nil {
+		return fmt.Errorf("connect to kafka (%s): %w", hint(err, sec), err)
+	}
+	return nil
+}
+
+// hint says what to look at when the brokers cannot be reached.
+func hint(err error, sec Security) string {
+	var certErr *tls.CertificateVerificationError
+	var recErr tls.RecordHeaderError
+	switch {
+	case errors.Is(err, kafka.SASLAuthenticationFailed):
+		return "the broker refused the SASL credentials: check --kafka-sasl-username and the password"
+	case errors.Is(err, kafka.UnsupportedSASLMechanism) || errors.Is(err, kafka.IllegalSASLState):
+		return "the listener does not accept this SASL mechanism: check --kafka-sasl-mechanism"
+	case errors.As(err, &certErr):
+		return "the broker's certificate was not accepted: check --kafka-tls-ca-file and --kafka-tls-server-name"
+	case errors.As(err, &recErr):
+		return "the listener does not speak TLS: drop --kafka-tls, or use the broker's TLS port"
+	case sec.TLS == nil && sec.SASL == nil:
+		return "is it running, and is --kafka-brokers right? A secured listener needs --kafka-tls or --kafka-sasl-mechanism"
+	}
+	return "is it running, and is --kafka-brokers right?"
+}
+

@@ -1,0 +1,202 @@
+package integration
+
+import (
+	"bufio"
+	"io"
+	"net/http"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pglogrepl"
+)
+
+// httpAddr returns the address the relay serves metrics and probes on, from
+// its log ("serving metrics and probes" addr=…).
+func (r *relay) httpAddr(t *testing.T) string {
+	t.Helper()
+	re := regexp.MustCompile(`msg="serving metrics and probes" addr=(\S+)`)
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		b, _ := os.ReadFile(r.log)
+		if m := re.FindSubmatch(b); m != nil {
+			return string(m[1])
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("the relay logged no metrics address")
+	return ""
+}
+
+// get returns the status code and body of an HTTP GET.
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	client := &http.Client{Timeout: 10 * time.Second}
+	res, err := client.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
+
+// metrics is a scrape: each sample's name with its labels as written
+// (`name{a="b"}`) maps to its value.
+type metrics map[string]float64
+
+func scrape(t *testing.T, addr string) (metrics, string) {
+	t.Helper()
+	code, body := get(t, "http://"+addr+"/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("/metrics: %d %s", code, body)
+	}
+	m := metrics{}
+	sc := bufio.NewScanner(strings.NewReader(body))
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			t.Fatalf("/metrics line %q: %v", line, err)
+		}
+		m[line[:i]] = v
+	}
+	return m, body
+}
+
+// TestMetricsAndProbes inserts valid and invalid rows and checks that the
+// scraped counters match what was inserted, that the gauges agree with
+// pg_replication_slots, and that the probes answer.
+func TestMetricsAndProbes(t *testing.T) {
+	o := newOutbox(t, "metrics", looseColumns)
+	r := startRelay(t, o.args("--dlq-topic", o.name+".dlq", "--heartbeat-interval", "1s")...)
+	addr := r.httpAddr(t)
+
+	w, counters := newWritten(), map[string]int{}
+	insertRows(t, o, w, makeRows(300, 10, "order", counters), 25)
+	insertRows(t, o, w, makeRows(200, 10, "customer", counters), 20)
+	o.insertOne(t, uuid.NewString(), "order", nil, "created", `{}`, nil)
+	o.insertOne(t, uuid.NewString(), "order", "o-1", "created", `{}`, `["not", "an", "object"]`)
+	o.insertOne(t, uuid.NewString(), "order", "o-1", "created", `{}`, `"string"`)
+	consume(t, []string{o.name + ".order", o.name + ".customer"}, 500, time.Minute)
+	consume(t, []string{o.name + ".dlq"}, 3, time.Minute)
+	waitConfirmed(t, o, o.currentLSN(t), 30*time.Second)
+
+	// Counters settle with the acks; the slot gauges with the next poll.
+	var m metrics
+	var body string
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		m, body = scrape(t, addr)
+		settled := m[`outbox_cdc_events_published_total{topic="`+o.name+`.order"}`] == 300 &&
+			m[`outbox_cdc_events_published_total{topic="`+o.name+`.customer"}`] == 200 &&
+			m[`outbox_cdc_in_flight_events`] == 0 && m[`outbox_cdc_slot_lag_bytes`] < 1<<20 && m["outbox_cdc_slot_active"] == 1 &&
+			pglsn(m["outbox_cdc_confirmed_lsn"]) == o.confirmed(t)
+		if settled || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	want := map[string]float64{
+		`outbox_cdc_events_published_total{topic="` + o.name + `.order"}`:    300,
+		`outbox_cdc_events_published_total{topic="` + o.name + `.customer"}`: 200,
+		`outbox_cdc_events_dead_lettered_total{reason="null_column"}`:        1,
+		`outbox_cdc_events_dead_lettered_total{reason="invalid_headers"}`:    2,
+		`outbox_cdc_event_latency_seconds_count`:                             500,
+		`outbox_cdc_produce_batch_messages_sum`:                              500,
+		`outbox_cdc_in_flight_events`:                                        0,
+		`outbox_cdc_in_flight_bytes`:                                         0,
+		`outbox_cdc_streaming`:                                               1,
+		`outbox_cdc_slot_active`:                                             1,
+		`outbox_cdc_slot_wal_status{status="reserved"}`:                      1,
+		`outbox_cdc_slot_wal_status{status="lost"}`:                          0,
+		`outbox_cdc_slot_safe_wal_size_bytes`:                                -1, // max_slot_wal_keep_size unlimited
+		`outbox_cdc_reconnects_total`:                                        0,
+	}
+	for k, v := range want {
+		got, ok := m[k]
+		if !ok || got != v {
+			t.Errorf("%s = %v (present %v), want %v", k, got, ok, v)
+		}
+	}
+	if c := o.confirmed(t); pglsn(m["outbox_cdc_confirmed_lsn"]) != c {
+		t.Errorf("outbox_cdc_confirmed_lsn %s, slot confirmed_flush_lsn %s", pglsn(m["outbox_cdc_confirmed_lsn"]), c)
+	}
+	if m["outbox_cdc_received_lsn"] < m["outbox_cdc_confirmed_lsn"] {
+		t.Errorf("received %s below confirmed %s", pglsn(m["outbox_cdc_received_lsn"]), pglsn(m["outbox_cdc_confirmed_lsn"]))
+	}
+	// The histogram's buckets are cumulative: every event is in +Inf.
+	if b := m[`outbox_cdc_event_latency_seconds_bucket{le="+Inf"}`]; b != 500 {
+		t.Errorf("latency +Inf bucket %v, want 500", b)
+	}
+	if m["outbox_cdc_build_info{goversion=\""+goVersion(body)+"\",version=\"dev\"}"] != 1 {
+		t.Errorf("no build_info sample")
+	}
+	t.Logf("scraped: published order %v customer %v, dead-lettered %v+%v, latency count %v sum %.3fs, batches %v, slot lag %v bytes",
+		m[`outbox_cdc_events_published_total{topic="`+o.name+`.order"}`], m[`outbox_cdc_events_published_total{topic="`+o.name+`.customer"}`],
+		m[`outbox_cdc_events_dead_lettered_total{reason="null_column"}`], m[`outbox_cdc_events_dead_lettered_total{reason="invalid_headers"}`],
+		m["outbox_cdc_event_latency_seconds_count"], m["outbox_cdc_event_latency_seconds_sum"], m["outbox_cdc_produce_batch_messages_count"],
+		m["outbox_cdc_slot_lag_bytes"])
+	for _, line := range strings.Split(body, "\n") {
+		if strings.HasPrefix(line, "outbox_cdc_") && !strings.Contains(line, "_bucket") {
+			t.Log(line)
+		}
+	}
+
+	if code, _ := get(t, "http://"+addr+"/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz: %d", code)
+	}
+	if code, body := get(t, "http://"+addr+"/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz: %d %s", code, body)
+	}
+	// One line per state change, never one per event at info level.
+	if n := r.countLines("level=INFO"); n > 12 {
+		b, _ := os.ReadFile(r.log)
+		t.Errorf("%d info lines for 503 events; want a handful:\n%s", n, b)
+	}
+	if code := r.stop(t, syscall.SIGTERM, 30*time.Second); code != 0 {
+		t.Errorf("exit %d after SIGTERM", code)
+	}
+}
+
+// pglsn turns a metric value back into an LSN.
+func pglsn(v float64) pglogrepl.LSN { return pglogrepl.LSN(uint64(v)) }
+
+func goVersion(body string) string {
+	m := regexp.MustCompile(`goversion="([^"]+)"`).FindStringSubmatch(body)
+	if m == nil {
+		return ""
+	}
+	return m[1]
+}
+
+// waitReady polls /readyz until it answers want, and returns the body.
+func waitReady(t *testing.T, addr string, want int, within time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		code, body := get(t, "http://"+addr+"/readyz")
+		if code == want {
+			return body
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz answered %d %q for %s, want %d", code, body, within, want)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// logText returns the relay's whole log.
+func (r *relay) logText() string {
+	b, _ := os.ReadFile(r.log)
+	return string(b)
+}
