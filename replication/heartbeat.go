@@ -20,6 +20,7 @@ import (
 //     published, and its inserts never reach the slot: Watch returns an
 //     ErrNotReady saying how to recover, and the session stops loudly rather
 //     than relay nothing in silence.
+//
 //   - While idle() reports nothing in flight and heartbeat is set, it writes
 //     a tiny non-transactional logical decoding message. The message comes
 //     back through the slot (see decode.KindHeartbeat) and its LSN is

@@ -1,10 +1,10 @@
 package sink
 
 import (
-	"errors"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -123,4 +123,3 @@ func hint(err error, sec Security) string {
 	}
 	return "is it running, and is --kafka-brokers right?"
 }
-

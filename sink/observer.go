@@ -18,5 +18,5 @@ type Observer interface {
 type nopObserver struct{}
 
 func (nopObserver) Acked(string, []time.Time) {}
-func (nopObserver) DeadLettered(string)        {}
-func (nopObserver) ProduceFailed(string)       {}
+func (nopObserver) DeadLettered(string)       {}
+func (nopObserver) ProduceFailed(string)      {}
