@@ -3,11 +3,32 @@
 
 GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+# Release targets for `make dist`.
+PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 
-.PHONY: build demo test test-short bench fuzz clean
+.PHONY: build dist image demo test test-short bench fuzz clean
 
 build:
-	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/outbox-cdc ./cmd/outbox-cdc
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/outbox-cdc ./cmd/outbox-cdc
+
+# Versioned, static release archives and their checksums in dist/.
+dist:
+	rm -rf dist && mkdir -p dist
+	set -e; for p in $(PLATFORMS); do \
+	  os=$${p%/*}; arch=$${p#*/}; name=outbox-cdc_$(VERSION)_$${os}_$${arch}; \
+	  mkdir -p dist/$$name; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o dist/$$name/outbox-cdc ./cmd/outbox-cdc; \
+	  cp README.md sql/publication.sql dist/$$name/; \
+	  tar -C dist -czf dist/$$name.tar.gz $$name; rm -rf dist/$$name; \
+	done
+	cd dist && sha256sum *.tar.gz > SHA256SUMS
+	@cat dist/SHA256SUMS
+
+# The container image (needs a Docker engine, which CI does not have).
+image:
+	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t outbox-cdc:$(VERSION) .
 
 demo:
 	scripts/demo.sh
@@ -25,4 +46,4 @@ fuzz:
 	$(GO) test -run XXX -fuzz FuzzDecode -fuzztime 60s ./decode/
 
 clean:
-	rm -rf bin
+	rm -rf bin dist
