@@ -46,13 +46,15 @@ func Watch(ctx context.Context, cfg WatchConfig) error {
 	tick := time.NewTicker(cfg.Interval)
 	defer tick.Stop()
 	failing := false
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
+	for first := true; ; first = false {
+		if !first { // the first round reads the slot for metrics at once
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-tick.C:
+			}
 		}
-		carried, err := watchOnce(ctx, &conn, cfg, heartbeat && cfg.Idle())
+		carried, err := watchOnce(ctx, &conn, cfg, heartbeat && cfg.Idle() && !first)
 		if ctx.Err() != nil {
 			return nil
 		}

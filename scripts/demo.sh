@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole job end to end on throwaway local servers: build outbox-cdc, start
-# PostgreSQL and Kafka, create the outbox table, run outbox-cdc, insert sample
-# events in two transactions (and one rolled back), print what arrives in
-# Kafka, stop outbox-cdc with SIGTERM, and tear everything down.
+# PostgreSQL and Kafka, create the outbox table, check the setup, run
+# outbox-cdc, insert sample events in two transactions (and one rolled back),
+# print what arrives in Kafka, the relay's metrics and the slot's status,
+# stop outbox-cdc with SIGTERM, and tear everything down.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,9 +32,13 @@ echo "   kafka:    $brokers"
 echo "== creating the outbox table and publication (sql/publication.sql)"
 psql -q -v ON_ERROR_STOP=1 "$pg_url" -f sql/publication.sql
 
+echo "== outbox-cdc check"
+bin/outbox-cdc check --postgres-url "$pg_url" --kafka-brokers "$brokers" | sed 's/^/   /'
+
 echo "== starting outbox-cdc"
 log=$(mktemp /tmp/outbox-cdc-demo.XXXXXX.log)
-bin/outbox-cdc --postgres-url "$pg_url" --kafka-brokers "$brokers" >"$log" 2>&1 &
+http_addr=127.0.0.1:$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
+bin/outbox-cdc --postgres-url "$pg_url" --kafka-brokers "$brokers" --http-addr "$http_addr" >"$log" 2>&1 &
 relay_pid=$!
 for _ in $(seq 1 100); do
   [ "$(psql -Atq "$pg_url" -c "SELECT active FROM pg_replication_slots WHERE slot_name = 'outbox_cdc'")" = t ] && break
@@ -62,6 +67,19 @@ SQL
 
 echo "== consuming from Kafka (topics outbox.event.order, outbox.event.customer)"
 go run ./internal/tools/tail -brokers "$brokers" -topics outbox.event.order,outbox.event.customer -n 5
+
+echo "== metrics (http://$http_addr/metrics, outbox_cdc_* lines without histogram buckets)"
+python3 - "$http_addr" <<'PY' | sed 's/^/   /'
+import sys, urllib.request
+body = urllib.request.urlopen("http://%s/metrics" % sys.argv[1], timeout=10).read().decode()
+for line in body.splitlines():
+    if line.startswith("outbox_cdc_") and "_bucket" not in line:
+        print(line)
+print("readyz:", urllib.request.urlopen("http://%s/readyz" % sys.argv[1], timeout=10).read().decode().strip())
+PY
+
+echo "== outbox-cdc status"
+bin/outbox-cdc status --postgres-url "$pg_url" | sed 's/^/   /'
 
 echo "== stopping outbox-cdc with SIGTERM"
 kill -TERM "$relay_pid"
