@@ -135,7 +135,7 @@ func status(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, re
 	}
 	safe := "unlimited (max_slot_wal_keep_size = -1)"
 	if st.SafeWALSize != nil {
-		safe = bytes(*st.SafeWALSize)
+		safe = byteSize(*st.SafeWALSize)
 	}
 	carries := "yes"
 	if !st.Publication {
@@ -146,8 +146,8 @@ func status(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, re
 		{"consumer", consumer},
 		{"confirmed", st.Confirmed.String()},
 		{"current WAL", st.Current.String()},
-		{"lag", bytes(st.LagBytes) + " of WAL written since the confirmed position"},
-		{"retained", bytes(st.RetainedBytes) + " of WAL kept for the slot"},
+		{"lag", byteSize(st.LagBytes) + " of WAL written since the confirmed position"},
+		{"retained", byteSize(st.RetainedBytes) + " of WAL kept for the slot"},
 		{"wal_status", st.WALStatus},
 		{"safe_wal_size", safe},
 		{"publication", fmt.Sprintf("%s carries %s: %s", cfg.Publication, cfg.QualifiedTable(), carries)},
@@ -158,7 +158,7 @@ func status(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, re
 	return exitOK
 }
 
-func bytes(n int64) string {
+func byteSize(n int64) string {
 	switch {
 	case n >= 1<<30:
 		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
