@@ -324,8 +324,15 @@ func TestPostgresTLS(t *testing.T) {
 		t.Errorf("exit %d after SIGTERM", code)
 	}
 
+	// sslmode=require encrypts without checking the certificate.
+	requireURL := strings.Replace(pg.URL, "sslmode=disable", "sslmode=require", 1)
+	code, out := runOnce(t, "status", "--postgres-url", requireURL, "--slot", o.name, "--table", "public."+o.name, "--publication", o.name)
+	if code != 0 || !strings.Contains(out, "slot:") {
+		t.Errorf("status with sslmode=require: exit %d\n%s", code, out)
+	}
+
 	wrongCA := strings.Replace(pg.URL, "sslmode=disable", "sslmode=verify-full&sslrootcert="+p.otherCA, 1)
-	code, out := runOnce(t, withURL(o.args(), wrongCA)...)
+	code, out = runOnce(t, withURL(o.args(), wrongCA)...)
 	line := lastLine(out)
 	t.Logf("untrusted server certificate: exit %d: %s", code, line)
 	if code != 1 || !strings.Contains(line, "connect to postgres") || !strings.Contains(line, "check sslrootcert and sslmode") {
