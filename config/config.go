@@ -33,12 +33,11 @@ type Config struct {
 	PostgresURL  string
 	KafkaBrokers []string
 	Kafka        KafkaSecurity
-	Schema       string // schema of the outbox table
-	Table        string // outbox table name, unqualified
+	Tables       []TableConfig // the outbox tables, each with its mapping and topic
 	Publication  string
 	Slot         string
-	Topic        string // topic template, see sink.ParseTopic
-	Columns      Columns
+	Topic        string  // topic template, see sink.ParseTopic; the default of each table
+	Columns      Columns // the column flags: the default mapping of each table
 	LogFormat    string
 	LogLevel     string
 	HTTPAddr     string // metrics and probes; empty: none
@@ -58,6 +57,11 @@ type Config struct {
 	MissingTopicTimeout time.Duration // how long an event waits for a missing topic
 	HeartbeatInterval   time.Duration // 0: no heartbeats
 
+	Envelope          string // raw or cloudevents
+	CloudEventsSource string // ce_source; empty: /outbox-cdc/ and the table
+	MetadataHeaders   bool   // commit LSN, xid and commit time headers
+	Cleanup           string // none or delete-after-publish
+
 	Role  string // setup: the role outbox-cdc runs as, granted what it needs
 	Print bool   // setup: print the SQL instead of running it
 	JSON  bool   // status: machine-readable output
@@ -76,14 +80,26 @@ type KafkaSecurity struct {
 	SASLPassword       string
 }
 
+// Cleanup policies (--cleanup).
+const (
+	CleanupNone               = "none"
+	CleanupDeleteAfterPublish = "delete-after-publish"
+)
+
 // Policies for a row that cannot be published (--on-invalid).
 const (
 	OnInvalidDLQ  = "dlq"
 	OnInvalidFail = "fail"
 )
 
-// QualifiedTable returns "schema.table" as the user wrote it.
-func (c Config) QualifiedTable() string { return c.Schema + "." + c.Table }
+// TableNames returns the outbox tables as "schema.table", comma-separated.
+func (c Config) TableNames() string {
+	names := make([]string, len(c.Tables))
+	for i, t := range c.Tables {
+		names[i] = t.Qualified()
+	}
+	return strings.Join(names, ",")
+}
 
 // Secrets returns the values that must never reach a log line, an error
 // message or a metric: the Postgres password and the SASL password.
@@ -154,9 +170,12 @@ func Parse(cmd string, args, environ []string, out io.Writer) (Config, error) {
 
 	env := environMap(environ)
 	var envErr error
+	set := map[string]bool{}
 	fs.VisitAll(func(f *flag.Flag) {
 		if envErr == nil {
-			envErr = setFromEnv(f, env)
+			var ok bool
+			ok, envErr = setFromEnv(f, env)
+			set[f.Name] = ok
 		}
 	})
 	if envErr != nil {
@@ -172,13 +191,18 @@ func Parse(cmd string, args, environ []string, out io.Writer) (Config, error) {
 	if fs.NArg() > 0 {
 		return Config{}, usagef("unexpected argument %q; flags start with --", fs.Arg(0))
 	}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 
 	for _, b := range strings.Split(raw.brokers, ",") {
 		if b = strings.TrimSpace(b); b != "" {
 			c.KafkaBrokers = append(c.KafkaBrokers, b)
 		}
 	}
-	c.Schema, c.Table = splitTable(raw.table)
+	if groups&gSlot != 0 {
+		if err := c.tables(raw.table, set["table"], raw.config); err != nil {
+			return Config{}, err
+		}
+	}
 	k := &c.Kafka
 	k.TLS = k.TLS || k.CAFile != "" || k.CertFile != "" || k.KeyFile != "" || k.ServerName != "" || k.InsecureSkipVerify
 	if err := c.validate(groups); err != nil {
@@ -188,29 +212,29 @@ func Parse(cmd string, args, environ []string, out io.Writer) (Config, error) {
 }
 
 // setFromEnv sets f from its environment variable, or from the file its
-// _FILE variable names.
-func setFromEnv(f *flag.Flag, env map[string]string) error {
+// _FILE variable names, and reports whether either was set.
+func setFromEnv(f *flag.Flag, env map[string]string) (bool, error) {
 	name := EnvName(f.Name)
 	v, ok := env[name]
 	path, fromFile := env[name+fileSuffix]
 	switch {
 	case ok && fromFile:
-		return usagef("both %s and %s%s are set; keep one", name, name, fileSuffix)
+		return false, usagef("both %s and %s%s are set; keep one", name, name, fileSuffix)
 	case fromFile:
 		b, err := os.ReadFile(path)
 		if err != nil {
-			return usagef("%s%s: %v", name, fileSuffix, err)
+			return false, usagef("%s%s: %v", name, fileSuffix, err)
 		}
 		v = strings.TrimRight(string(b), "\r\n")
 		if err := f.Value.Set(v); err != nil {
-			return usagef("%s%s (%s): %v", name, fileSuffix, path, err)
+			return false, usagef("%s%s (%s): %v", name, fileSuffix, path, err)
 		}
 	case ok:
 		if err := f.Value.Set(v); err != nil {
-			return usagef("%s=%q: %v", name, v, err)
+			return false, usagef("%s=%q: %v", name, v, err)
 		}
 	}
-	return nil
+	return ok || fromFile, nil
 }
 
 func printUsage(out io.Writer, cmd string, fs *flag.FlagSet) {

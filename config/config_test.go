@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -25,8 +26,8 @@ func TestFlagWinsOverEnvironment(t *testing.T) {
 	if c.Slot != "from_flag" || c.PostgresURL != "postgres://env@h/db" || c.BatchTimeout != 2*time.Millisecond {
 		t.Errorf("slot %q url %q batch timeout %s", c.Slot, c.PostgresURL, c.BatchTimeout)
 	}
-	if strings.Join(c.KafkaBrokers, ",") != "a:9092,b:9092" || c.Schema != "app" || c.Table != "events" {
-		t.Errorf("brokers %v table %s", c.KafkaBrokers, c.QualifiedTable())
+	if strings.Join(c.KafkaBrokers, ",") != "a:9092,b:9092" || c.TableNames() != "app.events" {
+		t.Errorf("brokers %v table %s", c.KafkaBrokers, c.TableNames())
 	}
 	if c.Columns.Payload != "payload" || c.Topic != "outbox.event.{aggregate_type}" || c.Publication != "outbox_cdc" {
 		t.Errorf("defaults not applied: %+v", c)
@@ -154,6 +155,76 @@ func TestCommandsHaveTheirOwnFlags(t *testing.T) {
 		}
 		if !strings.Contains(out.String(), "Usage: outbox-cdc "+cmd) || !strings.Contains(out.String(), "--postgres-url (env OUTBOX_CDC_POSTGRES_URL, default \"\")") {
 			t.Errorf("%s --help:\n%s", cmd, out.String())
+		}
+	}
+}
+
+func TestTablesFromFlagsAndConfigFile(t *testing.T) {
+	path := t.TempDir() + "/outbox.yaml"
+	err := os.WriteFile(path, []byte(`
+tables:
+  - table: billing.outbox
+    topic: billing.{event_type}
+    columns:
+      aggregate_type: aggregatetype
+      event_type: type
+    header_columns: [tenant_id]
+  - table: public.outbox
+    header_columns: []
+`), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--postgres-url", "postgres://x", "--kafka-brokers", "k:1", "--table", "public.outbox,orders", "--config", path,
+		"--header-column", "correlation_id", "--header-column", "trace_parent:traceparent"}
+	c, err := Parse(CmdRun, args, []string{"OUTBOX_CDC_HEADER_COLUMN=tenant_id:tenant"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.TableNames() != "public.outbox,public.orders,billing.outbox" {
+		t.Fatalf("tables %s", c.TableNames())
+	}
+	pub, orders, billing := c.Tables[0], c.Tables[1], c.Tables[2]
+	if len(pub.Columns.HeaderColumns) != 0 || pub.Topic != "outbox.event.{aggregate_type}" {
+		t.Errorf("public.outbox: the file's empty header_columns should win: %+v", pub)
+	}
+	// Env first, then the flags: both add to the list.
+	if got := fmt.Sprint(orders.Columns.HeaderColumns); got != "[{tenant_id tenant} {correlation_id } {trace_parent traceparent}]" {
+		t.Errorf("orders header columns %s", got)
+	}
+	if billing.Topic != "billing.{event_type}" || billing.Columns.AggregateType != "aggregatetype" || billing.Columns.EventType != "type" ||
+		billing.Columns.ID != "id" || fmt.Sprint(billing.Columns.HeaderColumns) != "[{tenant_id }]" {
+		t.Errorf("billing.outbox %+v", billing)
+	}
+
+	// Without --table, the file's tables replace the default.
+	c, err = Parse(CmdRun, []string{"--postgres-url", "postgres://x", "--kafka-brokers", "k:1", "--config", path}, nil, io.Discard)
+	if err != nil || c.TableNames() != "billing.outbox,public.outbox" {
+		t.Errorf("tables %s, %v", c.TableNames(), err)
+	}
+}
+
+func TestTableAndEnvelopeUsage(t *testing.T) {
+	base := []string{"--postgres-url", "postgres://x", "--kafka-brokers", "k:1"}
+	bad := t.TempDir() + "/bad.yaml"
+	_ = os.WriteFile(bad, []byte("tables:\n  - table: a.b\n    columns: {key: k}\n"), 0o600)
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{append(base, "--table", "a.b,a.b"), "a.b is listed twice"},
+		{append(base, "--header-column", "x:id"), `header "id" is set by outbox-cdc itself`},
+		{append(base, "--header-column", "a:h", "--header-column", "b:h"), `header "h" is given twice`},
+		{append(base, "--envelope", "avro"), "want raw or cloudevents"},
+		{append(base, "--cloudevents-source", "has space"), "want a URI-reference"},
+		{append(base, "--cleanup", "truncate"), "want none or delete-after-publish"},
+		{append(base, "--config", bad), `unknown column key "key"`},
+		{append(base, "--config", bad+".missing"), "--config"},
+	}
+	for _, tt := range tests {
+		_, err := Parse(CmdRun, tt.args, nil, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Parse(%q) = %v, want %q", tt.args, err, tt.want)
 		}
 	}
 }

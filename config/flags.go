@@ -3,6 +3,7 @@ package config
 import (
 	"flag"
 	"io"
+	"net/url"
 	"regexp"
 	"strings"
 	"time"
@@ -21,12 +22,13 @@ const (
 	gLog                        // --log-format, --log-level
 	gSetup                      // --role, --print
 	gStatus                     // --json
+	gCleanup                    // --cleanup
 )
 
 var commandGroups = map[string]group{
-	CmdRun:    gPostgres | gSlot | gColumns | gKafka | gRoute | gRelay | gLog,
-	CmdCheck:  gPostgres | gSlot | gColumns | gKafka | gRoute | gLog,
-	CmdSetup:  gPostgres | gSlot | gLog | gSetup,
+	CmdRun:    gPostgres | gSlot | gColumns | gKafka | gRoute | gRelay | gLog | gCleanup,
+	CmdCheck:  gPostgres | gSlot | gColumns | gKafka | gRoute | gLog | gCleanup,
+	CmdSetup:  gPostgres | gSlot | gLog | gSetup | gCleanup,
 	CmdStatus: gPostgres | gSlot | gLog | gStatus,
 }
 
@@ -38,7 +40,7 @@ var commandHelp = map[string]string{
 }
 
 // rawFlags hold what is parsed into other fields after the flags are read.
-type rawFlags struct{ brokers, table string }
+type rawFlags struct{ brokers, table, config string }
 
 func newFlagSet(c *Config, g group) (*flag.FlagSet, *rawFlags) {
 	raw := &rawFlags{}
@@ -50,7 +52,8 @@ func newFlagSet(c *Config, g group) (*flag.FlagSet, *rawFlags) {
 		fs.StringVar(&c.PostgresURL, "postgres-url", "", "Postgres connection string, libpq URL or key=value (required); TLS through sslmode, sslrootcert, sslcert and sslkey; the replication connection adds replication=database itself")
 	}
 	if g&gSlot != 0 {
-		fs.StringVar(&raw.table, "table", "public.outbox", "outbox table, optionally schema-qualified")
+		fs.StringVar(&raw.table, "table", "public.outbox", "outbox tables, comma-separated, each optionally schema-qualified; one publication and one slot carry them all")
+		fs.StringVar(&raw.config, "config", "", "YAML or JSON file with settings beyond flags: each table's own columns, header columns and topic (see README)")
 		fs.StringVar(&c.Publication, "publication", "outbox_cdc", "publication carrying the outbox table's INSERTs; run creates it when missing")
 		fs.StringVar(&c.Slot, "slot", "outbox_cdc", "logical replication slot (plugin pgoutput); run creates it when missing")
 	}
@@ -62,6 +65,7 @@ func newFlagSet(c *Config, g group) (*flag.FlagSet, *rawFlags) {
 		fs.StringVar(&c.Columns.Payload, "column-payload", "payload", "column whose value becomes the Kafka message value, byte for byte")
 		fs.StringVar(&c.Columns.Headers, "column-headers", "headers", "optional jsonb column; each string member becomes a Kafka header (absent column: unused)")
 		fs.StringVar(&c.Columns.Timestamp, "column-timestamp", "created_at", "optional timestamp column for the message time (absent column: commit time)")
+		fs.Var(headerColumns{&c.Columns.HeaderColumns}, "header-column", "COLUMN or COLUMN:HEADER, repeatable (env: comma-separated): a further column sent as a header in its text form, such as correlation_id, tenant_id or traceparent; NULL is left out")
 	}
 	if g&gKafka != 0 {
 		fs.StringVar(&raw.brokers, "kafka-brokers", "", "comma-separated Kafka bootstrap brokers, host:port (required)")
@@ -92,6 +96,9 @@ func newFlagSet(c *Config, g group) (*flag.FlagSet, *rawFlags) {
 		fs.DurationVar(&c.DrainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long to wait for in-flight events to be acknowledged")
 		fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", 1_000_000, "largest record (key, value, headers) published; keep it at or below the topics' max.message.bytes")
 		fs.DurationVar(&c.MissingTopicTimeout, "missing-topic-timeout", 30*time.Second, "how long an event waits for its topic to exist before it is treated as invalid (--on-invalid)")
+		fs.StringVar(&c.Envelope, "envelope", "raw", "raw: the payload as the value, id, event_type and aggregate_type headers; cloudevents: also the CloudEvents 1.0 Kafka binding's binary-mode headers (ce_id, ce_type, ce_source, ce_time, ce_specversion, content-type), payload unchanged")
+		fs.StringVar(&c.CloudEventsSource, "cloudevents-source", "", "ce_source with --envelope=cloudevents, a URI-reference; empty: /outbox-cdc/ followed by the table")
+		fs.BoolVar(&c.MetadataHeaders, "metadata-headers", false, "add outbox_cdc.commit_lsn, outbox_cdc.xid and outbox_cdc.commit_time headers, for consumers that order or audit by transaction")
 		fs.DurationVar(&c.HeartbeatInterval, "heartbeat-interval", 10*time.Second, "while nothing is in flight, write a logical decoding message this often so that an idle outbox still advances its slot; also how often slot metrics are read; 0 disables heartbeats")
 	}
 	if g&gLog != 0 {
@@ -101,6 +108,9 @@ func newFlagSet(c *Config, g group) (*flag.FlagSet, *rawFlags) {
 	if g&gSetup != 0 {
 		fs.StringVar(&c.Role, "role", "", "role outbox-cdc run connects as: granted SELECT on the table (it must have LOGIN REPLICATION); empty: no grants")
 		fs.BoolVar(&c.Print, "print", false, "print the SQL instead of running it")
+	}
+	if g&gCleanup != 0 {
+		fs.StringVar(&c.Cleanup, "cleanup", CleanupNone, "none, or delete-after-publish: delete each row once Kafka acknowledged its event (by the id column, which must be unique), before its position is confirmed; dead-lettered rows are kept")
 	}
 	if g&gStatus != 0 {
 		fs.BoolVar(&c.JSON, "json", false, "print JSON instead of text")
@@ -117,9 +127,10 @@ func (c Config) validate(g group) error {
 		return usagef("--postgres-url (or %s) is required, e.g. postgres://user@127.0.0.1:5432/db", EnvName("postgres-url"))
 	}
 	if g&gSlot != 0 {
+		if err := c.validateTables(g&gColumns != 0); err != nil {
+			return err
+		}
 		switch {
-		case c.Schema == "" || c.Table == "" || strings.Contains(c.Table, "."):
-			return usagef("--table %q: want table or schema.table", c.QualifiedTable())
 		case c.Publication == "":
 			return usagef("--publication must not be empty")
 		case !slotName.MatchString(c.Slot):
@@ -154,20 +165,11 @@ func (c Config) validate(g group) error {
 			return err
 		}
 	}
+	if g&gCleanup != 0 && c.Cleanup != CleanupNone && c.Cleanup != CleanupDeleteAfterPublish {
+		return usagef("--cleanup %q: want none or delete-after-publish", c.Cleanup)
+	}
 	if g&gSetup != 0 && c.Role != "" && strings.ContainsAny(c.Role, "\"\x00") {
 		return usagef("--role %q: a role name without quotes", c.Role)
-	}
-	if g&gColumns != 0 {
-		required := map[string]string{
-			"column-id": c.Columns.ID, "column-aggregate-type": c.Columns.AggregateType,
-			"column-aggregate-id": c.Columns.AggregateID, "column-event-type": c.Columns.EventType,
-			"column-payload": c.Columns.Payload,
-		}
-		for _, name := range []string{"column-id", "column-aggregate-type", "column-aggregate-id", "column-event-type", "column-payload"} {
-			if required[name] == "" {
-				return usagef("--%s must name a column", name)
-			}
-		}
 	}
 	return nil
 }
@@ -217,6 +219,13 @@ func (c Config) validateRelay() error {
 		return usagef("--heartbeat-interval %s: want a positive duration, or 0 to disable", c.HeartbeatInterval)
 	case c.HTTPAddr != "" && !strings.Contains(c.HTTPAddr, ":"):
 		return usagef("--http-addr %q: want host:port, such as 127.0.0.1:9090 or :9090", c.HTTPAddr)
+	case c.Envelope != "raw" && c.Envelope != "cloudevents":
+		return usagef("--envelope %q: want raw or cloudevents", c.Envelope)
+	}
+	if c.CloudEventsSource != "" {
+		if _, err := url.Parse(c.CloudEventsSource); err != nil || strings.ContainsAny(c.CloudEventsSource, " \t\n") {
+			return usagef("--cloudevents-source %q: want a URI-reference such as /orders or urn:example:orders", c.CloudEventsSource)
+		}
 	}
 	return nil
 }

@@ -18,9 +18,8 @@ const relationCacheSize = 4096
 // Decoder decodes the pgoutput messages of one replication session, in
 // order. It is not safe for concurrent use.
 type Decoder struct {
-	schema, table string
-	cols          Columns
-	relations     *lru.Cache[uint32, *relation]
+	tables    []Table
+	relations *lru.Cache[uint32, *relation]
 
 	// Of the transaction being received.
 	commitLSN  pglogrepl.LSN
@@ -28,14 +27,14 @@ type Decoder struct {
 	xid        uint32
 }
 
-// New returns a decoder for the outbox table schema.table with the given
-// column names.
-func New(schema, table string, cols Columns) *Decoder {
+// New returns a decoder for the given outbox tables; inserts into any other
+// table are skipped.
+func New(tables ...Table) *Decoder {
 	cache, err := lru.New[uint32, *relation](relationCacheSize)
 	if err != nil {
 		panic(err) // only for a size below 1
 	}
-	return &Decoder{schema: schema, table: table, cols: cols, relations: cache}
+	return &Decoder{tables: tables, relations: cache}
 }
 
 // Decode decodes one pgoutput message, the WALData of one XLogData. The
@@ -124,11 +123,11 @@ func (d *Decoder) insert(src []byte) (Result, error) {
 	ev, err := rel.event(&t)
 	if err != nil {
 		if rowErr, ok := err.(*InvalidRowError); ok {
-			rowErr.CommitLSN, rowErr.Xid = d.commitLSN, d.xid
+			rowErr.CommitLSN, rowErr.Xid, rowErr.Mapping = d.commitLSN, d.xid, rel.cols
 		}
 		return Result{}, err
 	}
-	ev.CommitLSN, ev.CommitTime, ev.Xid = d.commitLSN, d.commitTime, d.xid
+	ev.CommitLSN, ev.CommitTime, ev.Xid, ev.Table = d.commitLSN, d.commitTime, d.xid, rel.name
 	if ev.Time.IsZero() {
 		ev.Time = d.commitTime
 	}

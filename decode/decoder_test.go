@@ -103,7 +103,7 @@ func decodeAll(t *testing.T, d *Decoder, msgs ...[]byte) []Result {
 }
 
 func TestDecodeTransaction(t *testing.T) {
-	d := New("public", "outbox", defaultCols)
+	d := New(Table{Schema: "public", Name: "outbox", Columns: defaultCols})
 	commit := time.Date(2026, 11, 22, 10, 0, 0, 123456000, time.UTC)
 	payload := `{"total": 42, "note": "h\u00e9llo"}`
 	res := decodeAll(t, d,
@@ -153,7 +153,7 @@ func TestDecodeTransaction(t *testing.T) {
 }
 
 func TestDecodeSkipsWhatIsNotAnOutboxInsert(t *testing.T) {
-	d := New("public", "outbox", defaultCols)
+	d := New(Table{Schema: "public", Name: "outbox", Columns: defaultCols})
 	other := relationMsg(16500, "public", "orders", col{"id", 23})
 	update := append([]byte{'U'}, binary.BigEndian.AppendUint32(nil, 16400)...)
 	update = append(append(update, 'N'), tupleData(s("1"))...)
@@ -172,7 +172,7 @@ func TestDecodeSkipsWhatIsNotAnOutboxInsert(t *testing.T) {
 }
 
 func TestDecodeHeartbeat(t *testing.T) {
-	d := New("public", "outbox", defaultCols)
+	d := New(Table{Schema: "public", Name: "outbox", Columns: defaultCols})
 	msg := func(transactional byte, prefix string) []byte {
 		m := append([]byte{'M', transactional, 0, 0, 0, 0, 0, 0, 0x20, 0}, prefix...)
 		return append(m, 0, 0, 0, 0, 0)
@@ -190,7 +190,7 @@ func TestDecodeHeartbeat(t *testing.T) {
 
 func TestDecodeByteaPayloadAndRenamedColumns(t *testing.T) {
 	cols := Columns{ID: "id", AggregateType: "aggregatetype", AggregateID: "aggregateid", EventType: "type", Payload: "payload"}
-	d := New("app", "events", cols)
+	d := New(Table{Schema: "app", Name: "events", Columns: cols})
 	rel := relationMsg(1, "app", "events", col{"id", 2950}, col{"aggregatetype", 1043}, col{"aggregateid", 1043},
 		col{"type", 1043}, col{"payload", oidBytea})
 	res := decodeAll(t, d, rel, insertMsg(1, s("x"), s("Order"), s("o-9"), s("OrderCreated"), s(`\x00ff10`)))
@@ -220,7 +220,7 @@ func TestInvalidRows(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := New("public", "outbox", defaultCols)
+			d := New(Table{Schema: "public", Name: "outbox", Columns: defaultCols})
 			decodeAll(t, d, tt.rel)
 			_, err := d.Decode(tt.insert)
 			var rowErr *InvalidRowError
@@ -240,7 +240,7 @@ func TestInvalidRows(t *testing.T) {
 }
 
 func TestMalformedMessagesAreErrorsNotPanics(t *testing.T) {
-	d := New("public", "outbox", defaultCols)
+	d := New(Table{Schema: "public", Name: "outbox", Columns: defaultCols})
 	decodeAll(t, d, outboxRelation)
 	full := insertMsg(16400, s("a"), s("order"), s("o"), s("e"), s("{}"), nil, nil)
 	cases := map[string][]byte{
@@ -264,7 +264,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(outboxRelation)
 	f.Add(beginMsg(1, time.Now(), 1))
 	f.Fuzz(func(t *testing.T, m []byte) {
-		d := New("public", "outbox", defaultCols)
+		d := New(Table{Schema: "public", Name: "outbox", Columns: defaultCols})
 		if _, err := d.Decode(outboxRelation); err != nil {
 			t.Fatal(err)
 		}

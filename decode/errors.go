@@ -30,6 +30,7 @@ type InvalidRowError struct {
 	CommitLSN pglogrepl.LSN
 	Xid       uint32
 	Columns   []Column // every column of the row, in table order
+	Mapping   Columns  // the table's column mapping, to find the id, key and payload among Columns
 }
 
 // Column is one column of an invalid row in its text form, owned by the error.

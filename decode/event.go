@@ -17,7 +17,33 @@ type Columns struct {
 	Payload       string
 	Headers       string
 	Timestamp     string
+	// HeaderColumns are further columns sent as headers, in their text
+	// form (correlation_id, tenant_id, traceparent, …); NULL is left out.
+	HeaderColumns []HeaderColumn
 }
+
+// HeaderColumn maps one column to one Kafka header.
+type HeaderColumn struct {
+	Column string
+	Header string // the header's name; empty: the column's
+}
+
+// Name returns the header's name.
+func (h HeaderColumn) Name() string {
+	if h.Header != "" {
+		return h.Header
+	}
+	return h.Column
+}
+
+// Table is one outbox table and how its columns map to an event.
+type Table struct {
+	Schema, Name string
+	Columns      Columns
+}
+
+// Qualified returns "schema.name".
+func (t Table) Qualified() string { return t.Schema + "." + t.Name }
 
 // Event is one outbox row, ready to publish.
 type Event struct {
@@ -31,6 +57,11 @@ type Event struct {
 	CommitLSN     pglogrepl.LSN // LSN of the commit record of the row's transaction
 	CommitTime    time.Time     // when the row's transaction committed
 	Xid           uint32
+	Table         string // the outbox table, schema.name
+	// ContentType is the payload's media type, from the payload column's
+	// type: application/json for json and jsonb, text/plain for text,
+	// application/octet-stream for bytea.
+	ContentType string
 }
 
 // Header is one Kafka header taken from the row.

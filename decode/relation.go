@@ -26,23 +26,25 @@ type relation struct {
 	name    string // schema.table
 	columns []pglogrepl.RelationMessageColumn
 	outbox  bool
-	err     error // why this outbox relation cannot be mapped, reported on each Insert
+	cols    Columns // the outbox table's mapping
+	err     error   // why this outbox relation cannot be mapped, reported on each Insert
 
 	id, aggType, aggID, evType, payload int
-	headers, ts                         int // -1 when the table has no such column
+	headers, ts                         int   // -1 when the table has no such column
+	extra                               []int // HeaderColumns' positions
+	contentType                         string
 }
 
 func (d *Decoder) newRelation(m *pglogrepl.RelationMessage) *relation {
-	r := &relation{
-		name:   m.Namespace + "." + m.RelationName,
-		outbox: m.Namespace == d.schema && m.RelationName == d.table,
-	}
+	r := &relation{name: m.Namespace + "." + m.RelationName}
 	for _, c := range m.Columns {
 		r.columns = append(r.columns, *c)
 	}
-	if !r.outbox {
+	i := slices.IndexFunc(d.tables, func(t Table) bool { return t.Schema == m.Namespace && t.Name == m.RelationName })
+	if i < 0 {
 		return r
 	}
+	r.outbox, r.cols = true, d.tables[i].Columns
 	index := func(name string) int {
 		return slices.IndexFunc(r.columns, func(c pglogrepl.RelationMessageColumn) bool { return c.Name == name })
 	}
@@ -51,19 +53,45 @@ func (d *Decoder) newRelation(m *pglogrepl.RelationMessage) *relation {
 		name string
 		flag string
 	}{
-		{&r.id, d.cols.ID, "--column-id"},
-		{&r.aggType, d.cols.AggregateType, "--column-aggregate-type"},
-		{&r.aggID, d.cols.AggregateID, "--column-aggregate-id"},
-		{&r.evType, d.cols.EventType, "--column-event-type"},
-		{&r.payload, d.cols.Payload, "--column-payload"},
+		{&r.id, r.cols.ID, "--column-id"},
+		{&r.aggType, r.cols.AggregateType, "--column-aggregate-type"},
+		{&r.aggID, r.cols.AggregateID, "--column-aggregate-id"},
+		{&r.evType, r.cols.EventType, "--column-event-type"},
+		{&r.payload, r.cols.Payload, "--column-payload"},
 	}
 	for _, c := range required {
 		if *c.dst = index(c.name); *c.dst < 0 && r.err == nil {
 			r.err = fmt.Errorf("outbox table %s has no column %q (%s)", r.name, c.name, c.flag)
 		}
 	}
-	r.headers, r.ts = index(d.cols.Headers), index(d.cols.Timestamp)
+	for _, h := range r.cols.HeaderColumns {
+		j := index(h.Column)
+		if j < 0 && r.err == nil {
+			r.err = fmt.Errorf("outbox table %s has no column %q (--header-column)", r.name, h.Column)
+		}
+		r.extra = append(r.extra, j)
+	}
+	r.headers, r.ts = index(r.cols.Headers), index(r.cols.Timestamp)
+	if r.err == nil {
+		r.contentType = contentType(r.columns[r.payload].DataType)
+	}
 	return r
+}
+
+// Type OIDs of text payloads.
+const (
+	oidText    = 25
+	oidVarchar = 1043
+)
+
+func contentType(oid uint32) string {
+	switch oid {
+	case oidJSON, oidJSONB:
+		return "application/json"
+	case oidText, oidVarchar:
+		return "text/plain; charset=utf-8"
+	}
+	return "application/octet-stream"
 }
 
 // tuple is the columns of one TupleData, each a slice of the message buffer.
@@ -148,6 +176,17 @@ func (r *relation) event(t *tuple) (Event, error) {
 			return Event{}, r.invalid(t, ev.ID, ReasonInvalidHeaders, fmt.Sprintf("column %q: %v", r.columns[r.headers].Name, err))
 		}
 	}
+	for k, j := range r.extra {
+		switch t.kind[j] {
+		case pglogrepl.TupleDataTypeText:
+			ev.Headers = append(ev.Headers, Header{Key: r.cols.HeaderColumns[k].Name(), Value: bytes.Clone(t.data[j])})
+		case pglogrepl.TupleDataTypeNull:
+		default:
+			_, reason, detail := r.value(t, j)
+			return Event{}, r.invalid(t, ev.ID, reason, detail)
+		}
+	}
+	ev.ContentType = r.contentType
 	if r.ts >= 0 && t.kind[r.ts] == pglogrepl.TupleDataTypeText {
 		ev.Time, _ = parseTimestamp(string(t.data[r.ts])) // unreadable or infinite: commit time
 	}

@@ -16,7 +16,7 @@ import (
 // Check inspects, without changing anything, whether Postgres is ready for
 // `outbox-cdc run` with t and columns, as the role of url. Each item carries
 // the fix for what is wrong.
-func Check(ctx context.Context, url string, t Target, columns decode.Columns) []checklist.Item {
+func Check(ctx context.Context, url string, t Target) []checklist.Item {
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		return []checklist.Item{{Name: "postgres reachable", Status: checklist.Fail, Detail: oneLine(err),
@@ -30,7 +30,11 @@ func Check(ctx context.Context, url string, t Target, columns decode.Columns) []
 	}
 	c.add(checklist.OK, "postgres reachable", fmt.Sprintf("PostgreSQL %s, role %s, database %s", version, c.user, conn.Config().Database), "")
 	c.server()
-	if c.table(columns) {
+	all := true
+	for _, tb := range t.Tables {
+		all = c.table(tb) && all
+	}
+	if all {
 		c.publication()
 	}
 	c.slot()
@@ -117,39 +121,40 @@ func (c *checker) server() {
 
 // table checks the outbox table and its columns; it reports whether the
 // table exists.
-func (c *checker) table(columns decode.Columns) bool {
+func (c *checker) table(tb decode.Table) bool {
+	name := quoted(tb)
 	rows, err := c.conn.Query(c.ctx, `
 		SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a
-		WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, c.t.table())
+		WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, name)
 	if err != nil {
-		c.failed("outbox table", err)
+		c.failed("outbox table "+tb.Qualified(), err)
 		return false
 	}
 	types := map[string]string{}
-	var name, typ string
-	_, err = pgx.ForEachRow(rows, []any{&name, &typ}, func() error { types[name] = typ; return nil })
+	var col, typ string
+	_, err = pgx.ForEachRow(rows, []any{&col, &typ}, func() error { types[col] = typ; return nil })
 	if err != nil {
-		c.failed("outbox table", err)
+		c.failed("outbox table "+tb.Qualified(), err)
 		return false
 	}
 	if len(types) == 0 {
-		c.add(checklist.Fail, "outbox table", fmt.Sprintf("%s does not exist", c.t.table()),
+		c.add(checklist.Fail, "outbox table "+tb.Qualified(), fmt.Sprintf("%s does not exist", name),
 			"create it (sql/publication.sql has the reference DDL), or point --table at yours")
 		return false
 	}
 	var canSelect bool
-	_ = c.conn.QueryRow(c.ctx, `SELECT has_table_privilege(current_user, $1, 'SELECT')`, c.t.table()).Scan(&canSelect)
+	_ = c.conn.QueryRow(c.ctx, `SELECT has_table_privilege(current_user, $1, 'SELECT')`, name).Scan(&canSelect)
 	// Streaming reads the table's rows from the WAL: pgoutput does not
 	// check SELECT, so its absence is no failure (measured on PG 15).
 	if canSelect {
-		c.add(checklist.OK, "outbox table", fmt.Sprintf("%s exists; %s may SELECT it", c.t.table(), c.user), "")
+		c.add(checklist.OK, "outbox table "+tb.Qualified(), fmt.Sprintf("%s exists; %s may SELECT it", name, c.user), "")
 	} else {
-		c.add(checklist.OK, "outbox table", fmt.Sprintf("%s exists; %s may not SELECT it, which streaming does not need", c.t.table(), c.user), "")
+		c.add(checklist.OK, "outbox table "+tb.Qualified(), fmt.Sprintf("%s exists; %s may not SELECT it, which streaming does not need", name, c.user), "")
 	}
 
 	var bad, found []string
 	fix := ""
-	for _, col := range columnRoles(columns) {
+	for _, col := range columnRoles(tb.Columns) {
 		typ, ok := types[col.name]
 		switch {
 		case !ok && col.optional:
@@ -172,9 +177,9 @@ func (c *checker) table(columns decode.Columns) bool {
 		}
 	}
 	if len(bad) > 0 {
-		c.add(checklist.Fail, "outbox columns", strings.Join(bad, "; "), fix)
+		c.add(checklist.Fail, "outbox columns of "+tb.Qualified(), strings.Join(bad, "; "), fix)
 	} else {
-		c.add(checklist.OK, "outbox columns", strings.Join(found, ", "), "")
+		c.add(checklist.OK, "outbox columns of "+tb.Qualified(), strings.Join(found, ", "), "")
 	}
 	return true
 }
@@ -186,7 +191,7 @@ type columnRole struct {
 }
 
 func columnRoles(c decode.Columns) []columnRole {
-	return []columnRole{
+	roles := []columnRole{
 		{flag: "column-id", name: c.ID},
 		{flag: "column-aggregate-type", name: c.AggregateType},
 		{flag: "column-aggregate-id", name: c.AggregateID},
@@ -195,26 +200,31 @@ func columnRoles(c decode.Columns) []columnRole {
 		{flag: "column-headers", name: c.Headers, optional: true, types: []string{"jsonb", "json"}},
 		{flag: "column-timestamp", name: c.Timestamp, optional: true, types: []string{"timestamp with time zone", "timestamp without time zone"}},
 	}
+	for _, h := range c.HeaderColumns {
+		roles = append(roles, columnRole{flag: "header-column", name: h.Column})
+	}
+	return roles
 }
 
 func (c *checker) publication() {
 	name := c.t.Publication
-	var insert, mine, carries bool
+	var insert, mine bool
 	var owner string
 	err := c.conn.QueryRow(c.ctx, `
-		SELECT p.pubinsert, pg_get_userbyid(p.pubowner), p.pubowner = (SELECT oid FROM pg_roles WHERE rolname = current_user),
-			EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = p.pubname AND schemaname = $2 AND tablename = $3)
-		FROM pg_publication p WHERE p.pubname = $1`, name, c.t.Schema, c.t.Table).Scan(&insert, &owner, &mine, &carries)
+		SELECT p.pubinsert, pg_get_userbyid(p.pubowner), p.pubowner = (SELECT oid FROM pg_roles WHERE rolname = current_user)
+		FROM pg_publication p WHERE p.pubname = $1`, name).Scan(&insert, &owner, &mine)
 	if errors.Is(err, pgx.ErrNoRows) {
-		var ownsTable, mayCreate bool
-		_ = c.conn.QueryRow(c.ctx, `
-			SELECT pg_has_role(current_user, (SELECT relowner FROM pg_class WHERE oid = to_regclass($1)), 'USAGE'),
-				has_database_privilege(current_database(), 'CREATE')`, c.t.table()).Scan(&ownsTable, &mayCreate)
-		if c.super || ownsTable && mayCreate {
+		mayCreate := c.super
+		if !mayCreate {
+			_ = c.conn.QueryRow(c.ctx, `
+				SELECT has_database_privilege(current_database(), 'CREATE') AND bool_and(pg_has_role(current_user, c.relowner, 'USAGE'))
+				FROM pg_class c WHERE c.oid = ANY (SELECT to_regclass(q) FROM unnest($1::text[]) q)`, c.t.qualified()).Scan(&mayCreate)
+		}
+		if mayCreate {
 			c.add(checklist.OK, "publication", fmt.Sprintf("%q does not exist yet; run will create it", name), "")
 		} else {
-			c.add(checklist.Fail, "publication", fmt.Sprintf("%q does not exist, and %s may not create it (it needs to own %s and have CREATE on the database)", name, c.user, c.t.table()),
-				"as the table's owner: outbox-cdc setup --role "+c.user+" (or outbox-cdc setup --print for the SQL)")
+			c.add(checklist.Fail, "publication", fmt.Sprintf("%q does not exist, and %s may not create it (it needs to own %s and have CREATE on the database)", name, c.user, c.t.tableList()),
+				"as the tables' owner: outbox-cdc setup --role "+c.user+" (or outbox-cdc setup --print for the SQL)")
 		}
 		return
 	}
@@ -222,19 +232,24 @@ func (c *checker) publication() {
 		c.failed("publication", err)
 		return
 	}
+	missing, err := missingFromPublication(c.ctx, c.conn, c.t)
+	if err != nil {
+		c.failed("publication", err)
+		return
+	}
 	switch {
-	case carries && insert:
-		c.add(checklist.OK, "publication", fmt.Sprintf("%q publishes INSERTs of %s (owner %s)", name, c.t.table(), owner), "")
-	case !carries:
+	case len(missing) > 0:
 		who := "as its owner " + owner
 		if mine {
 			who = "as " + c.user
 		}
-		c.add(checklist.Fail, "publication", fmt.Sprintf("%q exists without %s", name, c.t.table()),
-			fmt.Sprintf("%s: ALTER PUBLICATION %s ADD TABLE %s;", who, pgx.Identifier{name}.Sanitize(), c.t.table()))
-	default:
+		c.add(checklist.Fail, "publication", fmt.Sprintf("%q exists without %s", name, quotedList(missing)),
+			fmt.Sprintf("%s: ALTER PUBLICATION %s ADD TABLE %s;", who, pgx.Identifier{name}.Sanitize(), quotedList(missing)))
+	case !insert:
 		c.add(checklist.Fail, "publication", fmt.Sprintf("%q does not publish INSERTs", name),
 			fmt.Sprintf("as its owner %s: ALTER PUBLICATION %s SET (publish = 'insert');", owner, pgx.Identifier{name}.Sanitize()))
+	default:
+		c.add(checklist.OK, "publication", fmt.Sprintf("%q publishes INSERTs of %s (owner %s)", name, c.t.tableList(), owner), "")
 	}
 }
 

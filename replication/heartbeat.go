@@ -61,9 +61,10 @@ func Watch(ctx context.Context, cfg WatchConfig) error {
 		var pgErr *pgconn.PgError
 		switch {
 		case err == nil && !carried:
+			missing, _ := missingFromPublication(ctx, conn, t)
 			return fmt.Errorf("%w: table %s is no longer in publication %q (dropped and recreated, or removed from it), so its inserts no longer reach the slot. "+
 				"Run ALTER PUBLICATION %s ADD TABLE %s; reconcile the rows inserted into it since (they were not relayed); then restart outbox-cdc",
-				ErrNotReady, t.table(), t.Publication, pgx.Identifier{t.Publication}.Sanitize(), t.table())
+				ErrNotReady, quotedList(missing), t.Publication, pgx.Identifier{t.Publication}.Sanitize(), quotedList(missing))
 		case errors.As(err, &pgErr) && pgErr.Code == "42501": // insufficient_privilege
 			log.Warn("heartbeats off: the role may not call pg_logical_emit_message; an idle outbox then confirms WAL only on keepalives",
 				slog.String("err", pgErr.Message))

@@ -4,23 +4,82 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/outbox-cdc/outbox-cdc/decode"
 )
 
-// Target names what outbox-cdc replicates: one table through one
-// publication and one slot.
+// Target names what outbox-cdc replicates: one or more outbox tables
+// through one publication and one slot.
 type Target struct {
-	Schema, Table string
-	Publication   string
-	Slot          string
-	Columns       []string // required columns of the table
+	Tables      []decode.Table
+	Publication string
+	Slot        string
 }
 
-func (t Target) table() string { return pgx.Identifier{t.Schema, t.Table}.Sanitize() }
+// quoted is a table's name as SQL wants it.
+func quoted(tb decode.Table) string { return pgx.Identifier{tb.Schema, tb.Name}.Sanitize() }
+
+// tableList is the tables as SQL lists them: "a"."b", "c"."d".
+func (t Target) tableList() string {
+	names := make([]string, len(t.Tables))
+	for i, tb := range t.Tables {
+		names[i] = quoted(tb)
+	}
+	return strings.Join(names, ", ")
+}
+
+// qualified is the tables' schema.name forms, as pg_publication_tables
+// spells them once joined with a dot.
+func (t Target) qualified() []string {
+	names := make([]string, len(t.Tables))
+	for i, tb := range t.Tables {
+		names[i] = tb.Qualified()
+	}
+	return names
+}
+
+// required returns the columns a table must have: those mapped to the
+// event and the header columns.
+func required(c decode.Columns) []string {
+	cols := []string{c.ID, c.AggregateType, c.AggregateID, c.EventType, c.Payload}
+	for _, h := range c.HeaderColumns {
+		cols = append(cols, h.Column)
+	}
+	return cols
+}
+
+// missingFromPublication returns the tables of t that the publication does
+// not carry.
+func missingFromPublication(ctx context.Context, conn *pgx.Conn, t Target) ([]string, error) {
+	rows, err := conn.Query(ctx, `
+		SELECT q FROM unnest($2::text[]) q
+		WHERE NOT EXISTS (SELECT 1 FROM pg_publication_tables p WHERE p.pubname = $1 AND p.schemaname || '.' || p.tablename = q)`,
+		t.Publication, t.qualified())
+	if err != nil {
+		return nil, fmt.Errorf("read tables of publication %q: %w", t.Publication, err)
+	}
+	missing, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("read tables of publication %q: %w", t.Publication, err)
+	}
+	return missing, nil
+}
+
+// quotedList quotes schema.name forms for SQL.
+func quotedList(names []string) string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		schema, table, _ := strings.Cut(n, ".")
+		out[i] = pgx.Identifier{schema, table}.Sanitize()
+	}
+	return strings.Join(out, ", ")
+}
 
 // Prepare checks the server and the role, makes sure the publication and the
 // slot exist in the expected shape (creating what is missing), and returns
@@ -32,8 +91,10 @@ func Prepare(ctx context.Context, conn *pgx.Conn, t Target, createSlot bool) (pg
 	if err := checkServer(ctx, conn); err != nil {
 		return 0, err
 	}
-	if err := checkTable(ctx, conn, t); err != nil {
-		return 0, err
+	for _, tb := range t.Tables {
+		if err := checkTable(ctx, conn, tb); err != nil {
+			return 0, err
+		}
 	}
 	if err := ensurePublication(ctx, conn, t); err != nil {
 		return 0, err
@@ -57,27 +118,27 @@ func checkServer(ctx context.Context, conn *pgx.Conn) error {
 	return nil
 }
 
-func checkTable(ctx context.Context, conn *pgx.Conn, t Target) error {
+func checkTable(ctx context.Context, conn *pgx.Conn, tb decode.Table) error {
 	rows, err := conn.Query(ctx, `
 		SELECT a.attname FROM pg_attribute a
-		WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, t.table())
+		WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, quoted(tb))
 	if err != nil {
-		return fmt.Errorf("read columns of %s: %w", t.table(), err)
+		return fmt.Errorf("read columns of %s: %w", quoted(tb), err)
 	}
 	have, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return fmt.Errorf("read columns of %s: %w", t.table(), err)
+		return fmt.Errorf("read columns of %s: %w", quoted(tb), err)
 	}
 	if len(have) == 0 {
-		return fmt.Errorf("%w: table %s does not exist; create it (see sql/publication.sql) or set --table", ErrNotReady, t.table())
+		return fmt.Errorf("%w: table %s does not exist; create it (see sql/publication.sql) or set --table", ErrNotReady, quoted(tb))
 	}
-	for _, c := range t.Columns {
+	for _, c := range required(tb.Columns) {
 		found := false
 		for _, h := range have {
 			found = found || h == c
 		}
 		if !found {
-			return fmt.Errorf("%w: table %s has no column %q; it has %s", ErrColumnMissing, t.table(), c, strings.Join(have, ", "))
+			return fmt.Errorf("%w: table %s has no column %q; it has %s", ErrColumnMissing, quoted(tb), c, strings.Join(have, ", "))
 		}
 	}
 	return nil
@@ -87,7 +148,7 @@ func ensurePublication(ctx context.Context, conn *pgx.Conn, t Target) error {
 	var insert bool
 	err := conn.QueryRow(ctx, `SELECT pubinsert FROM pg_publication WHERE pubname = $1`, t.Publication).Scan(&insert)
 	if errors.Is(err, pgx.ErrNoRows) {
-		sql := fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert')", pgx.Identifier{t.Publication}.Sanitize(), t.table())
+		sql := fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert')", pgx.Identifier{t.Publication}.Sanitize(), t.tableList())
 		if _, err := conn.Exec(ctx, sql); err != nil {
 			return fmt.Errorf("create publication %q: %w", t.Publication, err)
 		}
@@ -96,15 +157,17 @@ func ensurePublication(ctx context.Context, conn *pgx.Conn, t Target) error {
 	if err != nil {
 		return fmt.Errorf("read publication %q: %w", t.Publication, err)
 	}
-	var carries bool
-	err = conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3)`,
-		t.Publication, t.Schema, t.Table).Scan(&carries)
+	missing, err := missingFromPublication(ctx, conn, t)
 	if err != nil {
-		return fmt.Errorf("read tables of publication %q: %w", t.Publication, err)
+		return err
 	}
-	if !carries || !insert {
-		return fmt.Errorf("%w: publication %q exists but does not publish INSERTs of %s; run ALTER PUBLICATION %s ADD TABLE %s (and SET (publish = 'insert')), or choose another --publication",
-			ErrNotReady, t.Publication, t.table(), pgx.Identifier{t.Publication}.Sanitize(), t.table())
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: publication %q exists but does not publish %s; run ALTER PUBLICATION %s ADD TABLE %s, or choose another --publication",
+			ErrNotReady, t.Publication, quotedList(missing), pgx.Identifier{t.Publication}.Sanitize(), quotedList(missing))
+	}
+	if !insert {
+		return fmt.Errorf("%w: publication %q does not publish INSERTs; run ALTER PUBLICATION %s SET (publish = 'insert'), or choose another --publication",
+			ErrNotReady, t.Publication, pgx.Identifier{t.Publication}.Sanitize())
 	}
 	return nil
 }
@@ -170,19 +233,22 @@ func readSlot(ctx context.Context, conn *pgx.Conn, slot string) (slotRow, error)
 // left out; with a nil conn, every statement is returned, for a fresh
 // database. The slot comes last: creating it cannot share a transaction
 // with writes.
-func SetupSQL(ctx context.Context, conn *pgx.Conn, t Target, role string) ([]string, error) {
+func SetupSQL(ctx context.Context, conn *pgx.Conn, t Target, role string, cleanup bool) ([]string, error) {
 	pub := pgx.Identifier{t.Publication}.Sanitize()
 	var out []string
-	pubExists, carries, slotExists := false, false, false
+	pubExists, slotExists := false, false
+	missing := t.qualified()
 	canLogin, canReplicate, roleExists := false, false, true
 	if conn != nil {
 		err := conn.QueryRow(ctx, `
 			SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1),
-				EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3),
-				EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $4)`,
-			t.Publication, t.Schema, t.Table, t.Slot).Scan(&pubExists, &carries, &slotExists)
+				EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $2)`,
+			t.Publication, t.Slot).Scan(&pubExists, &slotExists)
 		if err != nil {
 			return nil, fmt.Errorf("read publication and slot: %w", err)
+		}
+		if missing, err = missingFromPublication(ctx, conn, t); err != nil {
+			return nil, err
 		}
 		if role != "" {
 			err := conn.QueryRow(ctx, `SELECT rolcanlogin, rolreplication OR rolsuper FROM pg_roles WHERE rolname = $1`, role).Scan(&canLogin, &canReplicate)
@@ -199,9 +265,9 @@ func SetupSQL(ctx context.Context, conn *pgx.Conn, t Target, role string) ([]str
 	}
 	switch {
 	case !pubExists:
-		out = append(out, fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert');", pub, t.table()))
-	case !carries:
-		out = append(out, fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s;", pub, t.table()))
+		out = append(out, fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert');", pub, t.tableList()))
+	case len(missing) > 0:
+		out = append(out, fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s;", pub, quotedList(missing)))
 	}
 	if role != "" {
 		r := pgx.Identifier{role}.Sanitize()
@@ -214,10 +280,17 @@ func SetupSQL(ctx context.Context, conn *pgx.Conn, t Target, role string) ([]str
 		// GRANT is idempotent: repeating one costs nothing. No SELECT on
 		// the table: the rows arrive through the WAL, and pgoutput does not
 		// check it. USAGE lets the startup check find the table's columns.
-		out = append(out,
-			fmt.Sprintf("GRANT USAGE ON SCHEMA %s TO %s;", pgx.Identifier{t.Schema}.Sanitize(), r),
-			fmt.Sprintf("GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) TO %s;", r),
-		)
+		var schemas []string
+		for _, tb := range t.Tables {
+			if !slices.Contains(schemas, tb.Schema) {
+				schemas = append(schemas, tb.Schema)
+				out = append(out, fmt.Sprintf("GRANT USAGE ON SCHEMA %s TO %s;", pgx.Identifier{tb.Schema}.Sanitize(), r))
+			}
+		}
+		out = append(out, fmt.Sprintf("GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) TO %s;", r))
+		if cleanup { // --cleanup=delete-after-publish deletes by id
+			out = append(out, fmt.Sprintf("GRANT SELECT, DELETE ON %s TO %s;", t.tableList(), r))
+		}
 	}
 	if !slotExists {
 		out = append(out, fmt.Sprintf("SELECT pg_create_logical_replication_slot(%s, 'pgoutput');", quoteLiteral(t.Slot)))

@@ -31,8 +31,8 @@ type SlotState struct {
 	// at risk of losing what it needs; nil when max_slot_wal_keep_size is
 	// unlimited (-1).
 	SafeWALSize *int64 `json:"safe_wal_size"`
-	// Publication says whether the publication carries the table's inserts.
-	Publication bool `json:"publication_carries_table"`
+	// Publication says whether the publication carries every outbox table.
+	Publication bool `json:"publication_carries_tables"`
 }
 
 // ReadSlotState reads where t's slot stands. conn is an ordinary connection.
@@ -47,9 +47,10 @@ func ReadSlotState(ctx context.Context, conn *pgx.Conn, t Target) (SlotState, er
 			pg_wal_lsn_diff(pg_current_wal_lsn(), s.confirmed_flush_lsn)::bigint,
 			pg_wal_lsn_diff(pg_current_wal_lsn(), s.restart_lsn)::bigint,
 			coalesce(s.wal_status, ''), s.safe_wal_size,
-			EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = $2 AND schemaname = $3 AND tablename = $4)
+			NOT EXISTS (SELECT 1 FROM unnest($3::text[]) q WHERE NOT EXISTS (
+				SELECT 1 FROM pg_publication_tables p WHERE p.pubname = $2 AND p.schemaname || '.' || p.tablename = q))
 		FROM pg_replication_slots s LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid
-		WHERE s.slot_name = $1`, t.Slot, t.Publication, t.Schema, t.Table).
+		WHERE s.slot_name = $1`, t.Slot, t.Publication, t.qualified()).
 		Scan(&st.Plugin, &st.Database, &st.Active, &st.ActivePID, &st.Client, &confirmed, &restart, &current,
 			&lag, &retained, &st.WALStatus, &st.SafeWALSize, &st.Publication)
 	if errors.Is(err, pgx.ErrNoRows) {

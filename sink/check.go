@@ -16,9 +16,8 @@ import (
 type CheckConfig struct {
 	Brokers          []string
 	Security         Security
-	Topic            Topic
-	Template         string // Topic as written, for messages
-	DeadLetterTopic  string // empty: none
+	Templates        []string // the tables' topic templates, as written
+	DeadLetterTopic  string   // empty: none
 	AutoCreateTopics bool
 }
 
@@ -69,28 +68,40 @@ func Check(ctx context.Context, cfg CheckConfig) []checklist.Item {
 			add(checklist.Fail, role, fmt.Sprintf("%s does not exist, and will not be created (%s)", name, creation(cfg.AutoCreateTopics, brokerAuto)), createFix(name))
 		}
 	}
-	if name, fixed := cfg.Topic.Fixed(); fixed {
+	for _, template := range cfg.Templates {
+		checkTemplate(template, partitions, creates, topic, add, createFix, creation(cfg.AutoCreateTopics, brokerAuto))
+	}
+	if cfg.DeadLetterTopic != "" {
+		topic(cfg.DeadLetterTopic, "dead-letter topic")
+	}
+	return items
+}
+
+func checkTemplate(template string, partitions map[string]int, creates bool, topic func(name, role string),
+	add func(s checklist.Status, name, detail, fix string), createFix func(string) string, why string) {
+	t, err := ParseTopic(template)
+	if err != nil {
+		add(checklist.Fail, "event topics", err.Error(), "fix the topic template")
+		return
+	}
+	if name, fixed := t.Fixed(); fixed {
 		topic(name, "event topic")
 	} else {
-		prefix := cfg.Topic.prefix()
+		prefix := t.prefix()
 		var have []string
 		for name := range partitions {
 			if prefix != "" && strings.HasPrefix(name, prefix) {
 				have = append(have, name)
 			}
 		}
-		detail := fmt.Sprintf("%s names a topic per row; %d existing topics start with %q", cfg.Template, len(have), prefix)
+		detail := fmt.Sprintf("%s names a topic per row; %d existing topics start with %q", template, len(have), prefix)
 		if creates {
 			add(checklist.OK, "event topics", detail+"; missing ones are created on first use", "")
 		} else {
-			add(checklist.Warn, "event topics", detail+"; missing ones are not created ("+creation(cfg.AutoCreateTopics, brokerAuto)+"), so their rows are dead-lettered",
-				createFix(strings.ReplaceAll(strings.ReplaceAll(cfg.Template, "{", "<"), "}", ">")))
+			add(checklist.Warn, "event topics", detail+"; missing ones are not created ("+why+"), so their rows are dead-lettered",
+				createFix(strings.ReplaceAll(strings.ReplaceAll(template, "{", "<"), "}", ">")))
 		}
 	}
-	if cfg.DeadLetterTopic != "" {
-		topic(cfg.DeadLetterTopic, "dead-letter topic")
-	}
-	return items
 }
 
 func creation(flag, broker bool) string {

@@ -42,13 +42,13 @@ func (w *Writer) DeadLetterRow(ctx context.Context, rowErr *decode.InvalidRowErr
 		switch {
 		case c.Null:
 			nulls = append(nulls, c.Name)
-		case c.Name == w.cfg.Columns.Payload:
+		case c.Name == rowErr.Mapping.Payload:
 			msg.Value = c.Value
-		case c.Name == w.cfg.Columns.ID:
+		case c.Name == rowErr.Mapping.ID:
 			msg.Headers = append(msg.Headers, kafka.Header{Key: "id", Value: c.Value})
-		case c.Name == w.cfg.Columns.EventType:
+		case c.Name == rowErr.Mapping.EventType:
 			msg.Headers = append(msg.Headers, kafka.Header{Key: "event_type", Value: c.Value})
-		case c.Name == w.cfg.Columns.AggregateType:
+		case c.Name == rowErr.Mapping.AggregateType:
 			msg.Headers = append(msg.Headers, kafka.Header{Key: "aggregate_type", Value: c.Value})
 		default:
 			msg.Headers = append(msg.Headers, kafka.Header{Key: HeaderColumn + c.Name, Value: c.Value})
@@ -57,13 +57,13 @@ func (w *Writer) DeadLetterRow(ctx context.Context, rowErr *decode.InvalidRowErr
 	if len(nulls) > 0 {
 		msg.Headers = append(msg.Headers, kafka.Header{Key: HeaderNull, Value: []byte(strings.Join(nulls, ","))})
 	}
-	id, _ := rowErr.Column(w.cfg.Columns.ID)
-	if v, ok := rowErr.Column(w.cfg.Columns.AggregateID); ok && len(v) > 0 {
+	id, _ := rowErr.Column(rowErr.Mapping.ID)
+	if v, ok := rowErr.Column(rowErr.Mapping.AggregateID); ok && len(v) > 0 {
 		msg.Key = v
 	} else {
 		msg.Key = id
 	}
-	return w.sendDeadLetter(ctx, msg, token, rowErr.CommitLSN, string(id), rowErr.Reason, rowErr.Detail)
+	return w.sendDeadLetter(ctx, msg, token, rowErr.CommitLSN, rowErr.Table, string(id), rowErr.Reason, rowErr.Detail)
 }
 
 // deadLetterEvent dead-letters an event that decoded but cannot be
@@ -73,7 +73,7 @@ func (w *Writer) deadLetterEvent(ctx context.Context, ev *decode.Event, topic st
 		return perr
 	}
 	msg := kafka.Message{Key: []byte(ev.AggregateID), Value: ev.Payload, Time: ev.Time}
-	msg.Headers = append(deadLetterHeaders(perr.Reason, perr.Err.Error(), w.cfg.Table, ev.CommitLSN, topic),
+	msg.Headers = append(deadLetterHeaders(perr.Reason, perr.Err.Error(), ev.Table, ev.CommitLSN, topic),
 		kafka.Header{Key: "id", Value: []byte(ev.ID)},
 		kafka.Header{Key: "event_type", Value: []byte(ev.EventType)},
 		kafka.Header{Key: "aggregate_type", Value: []byte(ev.AggregateType)},
@@ -84,7 +84,7 @@ func (w *Writer) deadLetterEvent(ctx context.Context, ev *decode.Event, topic st
 	if len(msg.Key) == 0 {
 		msg.Key = []byte(ev.ID)
 	}
-	return w.sendDeadLetter(ctx, msg, token, ev.CommitLSN, ev.ID, perr.Reason, perr.Err.Error())
+	return w.sendDeadLetter(ctx, msg, token, ev.CommitLSN, ev.Table, ev.ID, perr.Reason, perr.Err.Error())
 }
 
 // deadLetterOfMessage is the dead letter of a message the broker refused.
@@ -110,10 +110,10 @@ func deadLetterHeaders(reason, detail, table string, lsn pglogrepl.LSN, topic st
 // sendDeadLetter hands a dead letter to the async writer under token. A
 // dead-letter topic that cannot take it fails the stream: there is nowhere
 // else to put the row.
-func (w *Writer) sendDeadLetter(ctx context.Context, msg kafka.Message, token uint64, lsn pglogrepl.LSN, id, reason, detail string) error {
+func (w *Writer) sendDeadLetter(ctx context.Context, msg kafka.Message, token uint64, lsn pglogrepl.LSN, table, id, reason, detail string) error {
 	msg = w.fit(msg)
 	msg.Topic = w.cfg.DeadLetterTopic
-	msg.WriterData = meta{token: token, lsn: lsn, dead: true}
+	msg.WriterData = meta{token: token, lsn: lsn, table: table, dead: true}
 	if err := w.write(ctx, msg); err != nil {
 		var perr *Error
 		if errors.As(err, &perr) && perr.Reason != "" {

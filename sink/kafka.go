@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,8 +17,10 @@ import (
 
 // Config is what the writer needs to know.
 type Config struct {
-	Brokers      []string
-	Topic        Topic
+	Brokers []string
+	Topic   Topic // the topic template of events of tables missing from Topics
+	// Topics holds each outbox table's own topic template, by schema.table.
+	Topics       map[string]Topic
 	BatchSize    int
 	BatchTimeout time.Duration
 	// MaxMessageBytes bounds one record (key, value and headers). A larger
@@ -35,10 +36,12 @@ type Config struct {
 	// DeadLetterTopic receives what cannot be published, with the reason in
 	// headers. Empty means no dead-lettering: such an event fails the stream.
 	DeadLetterTopic string
-	Table           string // schema.table, named in dead-letter headers
-	// Columns name the outbox columns, so that a row that did not decode
-	// can be dead-lettered with its id, key and payload in their places.
-	Columns decode.Columns
+	// Envelope is EnvelopeRaw (the default) or EnvelopeCloudEvents.
+	Envelope string
+	// CloudEventsSource is ce_source; empty: /outbox-cdc/ and the table.
+	CloudEventsSource string
+	// MetadataHeaders adds the commit LSN, transaction id and commit time.
+	MetadataHeaders bool
 	// Security is how the brokers are reached (TLS, SASL).
 	Security Security
 	// Observer is told each event's fate, for metrics; nil: none.
@@ -48,10 +51,10 @@ type Config struct {
 
 // Done receives the fate of the event published with token: err is nil once
 // every in-sync replica has it (acks=all) or, for an event that could not be
-// published, once its dead letter is; otherwise err says why it was not
-// written. It is called from the writer's goroutines, in order within a
-// partition.
-type Done func(token uint64, err error)
+// published, once its dead letter is (then dead is true); otherwise err says
+// why it was not written. It is called from the writer's goroutines, in
+// order within a partition.
+type Done func(token uint64, dead bool, err error)
 
 // Writer publishes events to Kafka asynchronously, through one goroutine per
 // partition that keeps one produce request in flight: what arrives while a
@@ -100,6 +103,7 @@ type meta struct {
 	token  uint64
 	lsn    pglogrepl.LSN
 	commit time.Time // the event's commit time, for the latency metric
+	table  string    // the outbox table, for dead-letter headers
 	dead   bool      // a dead letter: never dead-lettered again
 }
 
@@ -177,26 +181,21 @@ func (w *Writer) up() {
 // returned as a permanent *Error. Any other error means ev was not handed
 // over because ctx ended.
 func (w *Writer) Publish(ctx context.Context, ev *decode.Event, token uint64) error {
-	topic := w.cfg.Topic.Name(ev)
+	route, ok := w.cfg.Topics[ev.Table]
+	if !ok {
+		route = w.cfg.Topic
+	}
+	topic := route.Name(ev)
 	if err := validTopicName(topic); err != nil {
 		return w.deadLetterEvent(ctx, ev, topic, token, &Error{Topic: topic, Err: err, Reason: ReasonInvalidTopic})
-	}
-	headers := make([]kafka.Header, 0, 3+len(ev.Headers))
-	headers = append(headers,
-		kafka.Header{Key: "id", Value: []byte(ev.ID)},
-		kafka.Header{Key: "event_type", Value: []byte(ev.EventType)},
-		kafka.Header{Key: "aggregate_type", Value: []byte(ev.AggregateType)},
-	)
-	for _, h := range ev.Headers {
-		headers = append(headers, kafka.Header{Key: h.Key, Value: h.Value})
 	}
 	msg := kafka.Message{
 		Topic:      topic,
 		Key:        []byte(ev.AggregateID),
 		Value:      ev.Payload,
-		Headers:    headers,
+		Headers:    w.headers(ev),
 		Time:       ev.Time,
-		WriterData: meta{token: token, lsn: ev.CommitLSN, commit: ev.CommitTime},
+		WriterData: meta{token: token, lsn: ev.CommitLSN, commit: ev.CommitTime, table: ev.Table},
 	}
 	if n := recordSize(&msg); n > w.cfg.MaxMessageBytes {
 		return w.deadLetterEvent(ctx, ev, topic, token, &Error{Topic: topic, Reason: ReasonMessageTooLarge,
@@ -269,7 +268,8 @@ func (w *Writer) salvage(msgs []kafka.Message, perr *Error) {
 				w.up()
 				w.acked(msgs[i : i+1])
 			}
-			w.done(msgs[i].WriterData.(meta).token, err)
+			m := msgs[i].WriterData.(meta)
+			w.done(m.token, m.dead, err)
 		}
 		return
 	}
@@ -288,7 +288,7 @@ func (w *Writer) salvage(msgs []kafka.Message, perr *Error) {
 		if errors.As(err, &one) && one.Reason != "" && w.cfg.DeadLetterTopic != "" {
 			dl := msgs[i] // a dead letter already
 			if !m.dead {
-				dl = w.fit(deadLetterOfMessage(&msgs[i], one, w.cfg.Table, m.lsn))
+				dl = w.fit(deadLetterOfMessage(&msgs[i], one, m.table, m.lsn))
 				dl.Topic = w.cfg.DeadLetterTopic
 				err = w.retry(dl)
 			}
@@ -300,9 +300,10 @@ func (w *Writer) salvage(msgs []kafka.Message, perr *Error) {
 			}
 			if err == nil {
 				w.counted(msgs[i].Topic, string(msgs[i].Key), one)
+				m.dead = true
 			}
 		}
-		w.done(m.token, err)
+		w.done(m.token, m.dead, err)
 	}
 }
 
@@ -330,38 +331,6 @@ func (w *Writer) retry(msg kafka.Message) error {
 			return &Error{Topic: perr.Topic, Err: fmt.Errorf("writer closed while retrying: %w", perr.Err)}
 		}
 	}
-}
-
-// acked tells the observer about acknowledged events; dead letters are
-// counted when they are made.
-func (w *Writer) acked(msgs []kafka.Message) {
-	commits := make([]time.Time, 0, len(msgs))
-	for i := range msgs {
-		if m, ok := msgs[i].WriterData.(meta); ok && !m.dead {
-			commits = append(commits, m.commit)
-		}
-	}
-	if len(commits) > 0 {
-		w.cfg.Observer.Acked(msgs[0].Topic, commits)
-	}
-}
-
-// jitter returns a capped exponential backoff with full jitter.
-func jitter(attempt int) time.Duration {
-	d := backoffMin << min(attempt, 6)
-	if d > 5*time.Second {
-		d = 5 * time.Second
-	}
-	return d/2 + rand.N(d/2+1)
-}
-
-// recordSize is a record's weight against MaxMessageBytes.
-func recordSize(m *kafka.Message) int {
-	n := len(m.Key) + len(m.Value)
-	for _, h := range m.Headers {
-		n += len(h.Key) + len(h.Value)
-	}
-	return n
 }
 
 // DeadLettered returns how many events this writer dead-lettered.

@@ -65,7 +65,7 @@ func TestRetriableProduceErrorsKeepOrder(t *testing.T) {
 	var failed []error
 	allAcked := make(chan struct{})
 	w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 20, BatchTimeout: 2 * time.Millisecond,
-		AutoCreateTopics: true, MissingTopicTimeout: 10 * time.Second}, func(token uint64, err error) {
+		AutoCreateTopics: true, MissingTopicTimeout: 10 * time.Second}, func(token uint64, _ bool, err error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if err != nil {

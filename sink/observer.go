@@ -1,6 +1,10 @@
 package sink
 
-import "time"
+import (
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
 
 // Observer is told what becomes of events, for metrics. Its methods are
 // called from the writer's goroutines and must not block.
@@ -20,3 +24,17 @@ type nopObserver struct{}
 func (nopObserver) Acked(string, []time.Time) {}
 func (nopObserver) DeadLettered(string)       {}
 func (nopObserver) ProduceFailed(string)      {}
+
+// acked tells the observer about acknowledged events; dead letters are
+// counted when they are made.
+func (w *Writer) acked(msgs []kafka.Message) {
+	commits := make([]time.Time, 0, len(msgs))
+	for i := range msgs {
+		if m, ok := msgs[i].WriterData.(meta); ok && !m.dead {
+			commits = append(commits, m.commit)
+		}
+	}
+	if len(commits) > 0 {
+		w.cfg.Observer.Acked(msgs[0].Topic, commits)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -232,7 +233,8 @@ func (p *partition) send(batch []kafka.Message) {
 			w.up()
 			w.acked(batch)
 			for i := range batch {
-				w.done(batch[i].WriterData.(meta).token, nil)
+				m := batch[i].WriterData.(meta)
+				w.done(m.token, m.dead, nil)
 			}
 			return
 		}
@@ -244,7 +246,8 @@ func (p *partition) send(batch []kafka.Message) {
 		}
 		if w.abandon.Err() != nil {
 			for i := range batch {
-				w.done(batch[i].WriterData.(meta).token, fmt.Errorf("writer closed while retrying: %w", perr))
+				m := batch[i].WriterData.(meta)
+				w.done(m.token, m.dead, fmt.Errorf("writer closed while retrying: %w", perr))
 			}
 			return
 		}
@@ -265,4 +268,22 @@ func (w *Writer) forget(topic string) {
 	w.mu.Lock()
 	delete(w.counts, topic)
 	w.mu.Unlock()
+}
+
+// jitter returns a capped exponential backoff with full jitter.
+func jitter(attempt int) time.Duration {
+	d := backoffMin << min(attempt, 6)
+	if d > 5*time.Second {
+		d = 5 * time.Second
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// recordSize is a record's weight against MaxMessageBytes.
+func recordSize(m *kafka.Message) int {
+	n := len(m.Key) + len(m.Value)
+	for _, h := range m.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
 }

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/outbox-cdc/outbox-cdc/cleanup"
 	"github.com/outbox-cdc/outbox-cdc/config"
 	"github.com/outbox-cdc/outbox-cdc/internal/checklist"
 	"github.com/outbox-cdc/outbox-cdc/replication"
@@ -18,24 +20,32 @@ import (
 
 // check runs `outbox-cdc check`: the Postgres items, then the Kafka ones.
 func check(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, red redactor) int {
-	topic, err := sink.ParseTopic(cfg.Topic)
-	if err != nil {
-		fmt.Fprintf(stderr, "outbox-cdc check: --topic: %v\n", err)
-		return exitUsage
-	}
 	sec, err := security(cfg.Kafka)
 	if err != nil {
 		fmt.Fprintf(stderr, "outbox-cdc check: %s\n", red.oneLine(err))
 		return exitUsage
 	}
-	fmt.Fprintf(stdout, "outbox-cdc check: postgres %s, kafka %s, table %s\n\n", cfg.PostgresTarget(), strings.Join(cfg.KafkaBrokers, ","), cfg.QualifiedTable())
-	items := replication.Check(ctx, cfg.PostgresURL, target(cfg), cfg.Columns)
+	fmt.Fprintf(stdout, "outbox-cdc check: postgres %s, kafka %s, tables %s\n\n", cfg.PostgresTarget(), strings.Join(cfg.KafkaBrokers, ","), cfg.TableNames())
+	items := replication.Check(ctx, cfg.PostgresURL, target(cfg))
+	if cfg.Cleanup == config.CleanupDeleteAfterPublish {
+		if _, err := cleanup.New(ctx, cfg.PostgresURL, target(cfg).Tables, nil, nil); err != nil {
+			items = append(items, checklist.Item{Name: "cleanup", Status: checklist.Fail, Detail: red.oneLine(err)})
+		} else {
+			items = append(items, checklist.Item{Name: "cleanup", Status: checklist.OK, Detail: "each table has a unique id column the role may delete by"})
+		}
+	}
+	var templates []string
+	for _, t := range cfg.Tables {
+		if !slices.Contains(templates, t.Topic) {
+			templates = append(templates, t.Topic)
+		}
+	}
 	dlq := ""
 	if cfg.OnInvalid == config.OnInvalidDLQ {
 		dlq = cfg.DeadLetterTopic
 	}
 	items = append(items, sink.Check(ctx, sink.CheckConfig{
-		Brokers: cfg.KafkaBrokers, Security: sec, Topic: topic, Template: cfg.Topic,
+		Brokers: cfg.KafkaBrokers, Security: sec, Templates: templates,
 		DeadLetterTopic: dlq, AutoCreateTopics: cfg.AutoCreateTopics,
 	})...)
 	for i := range items {
@@ -67,12 +77,12 @@ func setup(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, red
 		defer c.Close(context.Background())
 		conn = c
 	}
-	stmts, err := replication.SetupSQL(ctx, conn, target(cfg), cfg.Role)
+	stmts, err := replication.SetupSQL(ctx, conn, target(cfg), cfg.Role, cfg.Cleanup == config.CleanupDeleteAfterPublish)
 	if err != nil {
 		return fail(err)
 	}
 	if cfg.Print {
-		fmt.Fprintf(stdout, "-- outbox-cdc setup for %s (publication %s, slot %s)\n", cfg.QualifiedTable(), cfg.Publication, cfg.Slot)
+		fmt.Fprintf(stdout, "-- outbox-cdc setup for %s (publication %s, slot %s)\n", cfg.TableNames(), cfg.Publication, cfg.Slot)
 		for _, s := range stmts {
 			fmt.Fprintln(stdout, s)
 		}
@@ -139,7 +149,7 @@ func status(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, re
 	}
 	carries := "yes"
 	if !st.Publication {
-		carries = fmt.Sprintf("NO: ALTER PUBLICATION %s ADD TABLE %s;", pgx.Identifier{cfg.Publication}.Sanitize(), pgx.Identifier{cfg.Schema, cfg.Table}.Sanitize())
+		carries = "NO: outbox-cdc check names the missing tables and the ALTER PUBLICATION to run"
 	}
 	rows := [][2]string{
 		{"slot", fmt.Sprintf("%s (plugin %s, database %s)", st.Slot, st.Plugin, st.Database)},
@@ -150,7 +160,7 @@ func status(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, re
 		{"retained", byteSize(st.RetainedBytes) + " of WAL kept for the slot"},
 		{"wal_status", st.WALStatus},
 		{"safe_wal_size", safe},
-		{"publication", fmt.Sprintf("%s carries %s: %s", cfg.Publication, cfg.QualifiedTable(), carries)},
+		{"publication", fmt.Sprintf("%s carries %s: %s", cfg.Publication, cfg.TableNames(), carries)},
 	}
 	for _, r := range rows {
 		fmt.Fprintf(stdout, "%-14s %s\n", r[0]+":", r[1])

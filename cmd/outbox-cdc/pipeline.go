@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pglogrepl"
 
 	"github.com/outbox-cdc/outbox-cdc/checkpoint"
+	"github.com/outbox-cdc/outbox-cdc/cleanup"
 	"github.com/outbox-cdc/outbox-cdc/decode"
 	"github.com/outbox-cdc/outbox-cdc/sink"
 )
@@ -19,6 +20,7 @@ type pipeline struct {
 	dec   *decode.Decoder
 	track *checkpoint.Tracker
 	pub   *sink.Writer
+	clean *cleanup.Cleaner // nil without --cleanup
 
 	// The event being handed over when the last call was interrupted by a
 	// status deadline; the next call, with the same message, resumes it.
@@ -75,8 +77,13 @@ func (p *pipeline) handle(ctx context.Context, _ pglogrepl.LSN, data []byte) err
 		if err := p.pub.DeadLetterRow(ctx, pe.invalid, uint64(pe.seq)); err != nil {
 			return err
 		}
-	} else if err := p.pub.Publish(ctx, &pe.ev, uint64(pe.seq)); err != nil {
-		return fmt.Errorf("event %s at %s: %w", pe.ev.ID, pe.ev.CommitLSN, err)
+	} else {
+		if p.clean != nil {
+			p.clean.Track(uint64(pe.seq), pe.ev.Table, pe.ev.ID)
+		}
+		if err := p.pub.Publish(ctx, &pe.ev, uint64(pe.seq)); err != nil {
+			return fmt.Errorf("event %s at %s: %w", pe.ev.ID, pe.ev.CommitLSN, err)
+		}
 	}
 	p.pending = nil
 	return nil

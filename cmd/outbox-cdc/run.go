@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/outbox-cdc/outbox-cdc/checkpoint"
+	"github.com/outbox-cdc/outbox-cdc/cleanup"
 	"github.com/outbox-cdc/outbox-cdc/config"
 	"github.com/outbox-cdc/outbox-cdc/decode"
 	"github.com/outbox-cdc/outbox-cdc/metrics"
@@ -28,7 +28,7 @@ import (
 type relayer struct {
 	cfg      config.Config
 	target   replication.Target
-	topic    sink.Topic
+	topics   map[string]sink.Topic // by table
 	security sink.Security
 	log      *slog.Logger
 	metrics  *metrics.Metrics
@@ -40,8 +40,11 @@ type relayer struct {
 func relay(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	r := &relayer{cfg: cfg, target: target(cfg), log: log}
 	var err error
-	if r.topic, err = sink.ParseTopic(cfg.Topic); err != nil {
-		return &config.UsageError{Msg: fmt.Sprintf("--topic: %v", err)}
+	r.topics = map[string]sink.Topic{}
+	for _, t := range cfg.Tables {
+		if r.topics[t.Qualified()], err = sink.ParseTopic(t.Topic); err != nil {
+			return &config.UsageError{Msg: fmt.Sprintf("--topic (table %s): %v", t.Qualified(), err)}
+		}
 	}
 	if cfg.OnInvalid == config.OnInvalidDLQ {
 		if err := sink.ValidateTopicName(cfg.DeadLetterTopic); err != nil {
@@ -55,7 +58,7 @@ func relay(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		InFlight: r.live.inFlight, Confirmed: r.live.confirmed, Received: r.live.received, Streaming: r.live.streaming.Load,
 	})
 	log.Info("starting", slog.String("version", version), slog.String("postgres", cfg.PostgresTarget()),
-		slog.String("kafka", strings.Join(cfg.KafkaBrokers, ",")), slog.String("table", cfg.QualifiedTable()),
+		slog.String("kafka", strings.Join(cfg.KafkaBrokers, ",")), slog.String("tables", cfg.TableNames()),
 		slog.String("slot", cfg.Slot), slog.String("publication", cfg.Publication), slog.String("topic", cfg.Topic))
 
 	var served sync.WaitGroup
@@ -78,10 +81,11 @@ func relay(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 }
 
 func target(cfg config.Config) replication.Target {
-	return replication.Target{
-		Schema: cfg.Schema, Table: cfg.Table, Publication: cfg.Publication, Slot: cfg.Slot,
-		Columns: []string{cfg.Columns.ID, cfg.Columns.AggregateType, cfg.Columns.AggregateID, cfg.Columns.EventType, cfg.Columns.Payload},
+	t := replication.Target{Publication: cfg.Publication, Slot: cfg.Slot}
+	for _, tc := range cfg.Tables {
+		t.Tables = append(t.Tables, tc.Table)
 	}
+	return t
 }
 
 // security turns the Kafka flags into what sink/ dials with.
@@ -112,6 +116,13 @@ func (r *relayer) run(ctx context.Context) error {
 		return err
 	}
 	log.Info("kafka reachable", slog.String("brokers", strings.Join(cfg.KafkaBrokers, ",")))
+	if cfg.Cleanup == config.CleanupDeleteAfterPublish {
+		// Before a slot is created: a table that cannot be cleaned is a
+		// setup mistake, reported at once.
+		if _, err := cleanup.New(ctx, cfg.PostgresURL, target.Tables, nil, log); err != nil {
+			return err
+		}
+	}
 	start, err := prepare(ctx, cfg.PostgresURL, target, true)
 	if err != nil {
 		return err
@@ -182,7 +193,8 @@ func retriable(err error) bool {
 		return false
 	case errors.As(err, &pubErr):
 		return pubErr.Retriable
-	case errors.Is(err, replication.ErrNotReady), errors.Is(err, replication.ErrColumnMissing), errors.Is(err, replication.ErrSlotInvalidated):
+	case errors.Is(err, replication.ErrNotReady), errors.Is(err, replication.ErrColumnMissing), errors.Is(err, replication.ErrSlotInvalidated),
+		errors.Is(err, cleanup.ErrNotReady):
 		return false
 	}
 	return true
@@ -194,102 +206,6 @@ func backoff(attempt int) time.Duration {
 		d = 30 * time.Second
 	}
 	return d/2 + rand.N(d/2+1)
-}
-
-// session is one replication connection and one Kafka writer, from start to
-// the first failure or to ctx's end. It reports whether streaming began.
-func (r *relayer) session(ctx context.Context, start pglogrepl.LSN) (bool, error) {
-	cfg, target, log := r.cfg, r.target, r.log
-	if start == 0 {
-		return false, errors.New("slot position unknown")
-	}
-	track := checkpoint.New(start, cfg.MaxInFlight, cfg.MaxInFlightBytes)
-	failed := make(chan error, 1) // the first publish failure; later ones add nothing
-	dlq := ""
-	if cfg.OnInvalid == config.OnInvalidDLQ {
-		dlq = cfg.DeadLetterTopic
-	}
-	writer := sink.NewWriter(sink.Config{
-		Brokers: cfg.KafkaBrokers, Topic: r.topic, BatchSize: cfg.BatchSize, BatchTimeout: cfg.BatchTimeout,
-		MaxMessageBytes: cfg.MaxMessageBytes, AutoCreateTopics: cfg.AutoCreateTopics, MissingTopicTimeout: cfg.MissingTopicTimeout,
-		DeadLetterTopic: dlq, Table: cfg.QualifiedTable(), Columns: cfg.Columns,
-		Security: r.security, Observer: r.metrics, Logger: log,
-	}, func(token uint64, err error) {
-		if err != nil {
-			select {
-			case failed <- err:
-			default:
-			}
-			return
-		}
-		track.Ack(checkpoint.Seq(token))
-	})
-	stream, err := replication.Connect(ctx, replication.StreamConfig{
-		URL: cfg.PostgresURL, Slot: cfg.Slot, Publication: cfg.Publication, StatusInterval: cfg.StatusInterval,
-		ReceiveTimeout: cfg.ReceiveTimeout, Logger: log,
-	}, track)
-	if err != nil {
-		return false, errors.Join(err, writer.Close(context.Background()))
-	}
-	if err := stream.Start(ctx, start); err != nil {
-		return false, errors.Join(err, stream.Close(context.Background()), writer.Close(context.Background()))
-	}
-
-	r.live.begin(track, stream)
-	defer r.live.end()
-	p := &pipeline{dec: decode.New(cfg.Schema, cfg.Table, cfg.Columns), track: track, pub: writer}
-	readCtx, stopReading := context.WithCancelCause(ctx)
-	watched := make(chan struct{})
-	go func() { // stops reading at the first publish failure; ends with reading
-		defer close(watched)
-		select {
-		case err := <-failed:
-			stopReading(err)
-		case <-readCtx.Done():
-		}
-	}()
-	var watch sync.WaitGroup
-	watch.Go(func() { // ends with reading; a table gone from the publication ends reading
-		interval := cfg.HeartbeatInterval
-		if interval == 0 {
-			interval = 10 * time.Second
-		}
-		idle := func() bool { n, _ := track.InFlight(); return n == 0 }
-		if err := replication.Watch(readCtx, replication.WatchConfig{
-			URL: cfg.PostgresURL, Target: target, Interval: interval, Heartbeat: cfg.HeartbeatInterval > 0,
-			Idle: idle, OnSlot: r.metrics.Slot, Logger: log,
-		}); err != nil {
-			stopReading(err)
-		}
-	})
-	runErr := stream.Run(readCtx, p.handle)
-	r.live.streaming.Store(false)
-	stopReading(runErr)
-	<-watched
-	watch.Wait()
-	if ctx.Err() != nil {
-		runErr = nil // a signal: drain and confirm
-	}
-
-	// Drain: the writer flushes its batches and waits for their acks (or
-	// failures), bounded by the drain timeout; then the final position is
-	// confirmed. Events still unacked are simply not confirmed: they are
-	// read again by the next run.
-	drainCtx, cancel := context.WithTimeout(context.Background(), cfg.DrainTimeout)
-	defer cancel()
-	events, bytes := track.InFlight()
-	if ctx.Err() != nil {
-		log.Info("draining", slog.Int("events", events), slog.Int64("bytes", bytes), slog.Duration("timeout", cfg.DrainTimeout))
-	}
-	closeErr := writer.Close(drainCtx)
-	if events, _ := track.InFlight(); events > 0 && ctx.Err() != nil {
-		log.Warn("drain incomplete; unacknowledged events will be read again on restart", slog.Int("events", events), slog.Any("err", closeErr))
-	}
-	closeErr = errors.Join(closeErr, stream.Close(drainCtx))
-	if runErr == nil && ctx.Err() == nil {
-		runErr = closeErr
-	}
-	return true, runErr
 }
 
 // pgHint says what to look at when Postgres cannot be reached.

@@ -174,8 +174,8 @@ func TestComposeFileMatchesTheBinary(t *testing.T) {
 	}
 
 	// The writer writes to the table the relay reads.
-	if !strings.Contains(flatten(writer.Command), "INSERT INTO "+cfg.Table) {
-		t.Errorf("the writer does not insert into %s", cfg.Table)
+	if !strings.Contains(flatten(writer.Command), "INSERT INTO "+cfg.Tables[0].Name) {
+		t.Errorf("the writer does not insert into %s", cfg.Tables[0].Name)
 	}
 	// Published ports stay on loopback.
 	for name, s := range c.Services {

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+
+	"github.com/outbox-cdc/outbox-cdc/checkpoint"
+	"github.com/outbox-cdc/outbox-cdc/cleanup"
+	"github.com/outbox-cdc/outbox-cdc/config"
+	"github.com/outbox-cdc/outbox-cdc/decode"
+	"github.com/outbox-cdc/outbox-cdc/replication"
+	"github.com/outbox-cdc/outbox-cdc/sink"
+)
+
+// session is one replication connection and one Kafka writer, from start to
+// the first failure or to ctx's end. It reports whether streaming began.
+func (r *relayer) session(ctx context.Context, start pglogrepl.LSN) (bool, error) {
+	cfg, target, log := r.cfg, r.target, r.log
+	if start == 0 {
+		return false, errors.New("slot position unknown")
+	}
+	track := checkpoint.New(start, cfg.MaxInFlight, cfg.MaxInFlightBytes)
+	ack := func(seq uint64) { track.Ack(checkpoint.Seq(seq)) }
+	var cleaner *cleanup.Cleaner
+	if cfg.Cleanup == config.CleanupDeleteAfterPublish {
+		var err error
+		if cleaner, err = cleanup.New(ctx, cfg.PostgresURL, target.Tables, ack, log); err != nil {
+			return false, err
+		}
+	}
+	failed := make(chan error, 1) // the first publish failure; later ones add nothing
+	dlq := ""
+	if cfg.OnInvalid == config.OnInvalidDLQ {
+		dlq = cfg.DeadLetterTopic
+	}
+	writer := sink.NewWriter(sink.Config{
+		Brokers: cfg.KafkaBrokers, Topics: r.topics, BatchSize: cfg.BatchSize, BatchTimeout: cfg.BatchTimeout,
+		MaxMessageBytes: cfg.MaxMessageBytes, AutoCreateTopics: cfg.AutoCreateTopics, MissingTopicTimeout: cfg.MissingTopicTimeout,
+		DeadLetterTopic: dlq, Envelope: cfg.Envelope, CloudEventsSource: cfg.CloudEventsSource, MetadataHeaders: cfg.MetadataHeaders,
+		Security: r.security, Observer: r.metrics, Logger: log,
+	}, func(token uint64, dead bool, err error) {
+		switch {
+		case err != nil:
+			select {
+			case failed <- err:
+			default:
+			}
+		case cleaner != nil:
+			cleaner.Done(token, dead) // acks once the row is deleted
+		default:
+			ack(token)
+		}
+	})
+	stream, err := replication.Connect(ctx, replication.StreamConfig{
+		URL: cfg.PostgresURL, Slot: cfg.Slot, Publication: cfg.Publication, StatusInterval: cfg.StatusInterval,
+		ReceiveTimeout: cfg.ReceiveTimeout, Logger: log,
+	}, track)
+	if err != nil {
+		return false, errors.Join(err, writer.Close(context.Background()))
+	}
+	if err := stream.Start(ctx, start); err != nil {
+		return false, errors.Join(err, stream.Close(context.Background()), writer.Close(context.Background()))
+	}
+
+	r.live.begin(track, stream)
+	defer r.live.end()
+	p := &pipeline{dec: decode.New(target.Tables...), track: track, pub: writer, clean: cleaner}
+	cleanCtx, stopCleaning := context.WithCancel(context.WithoutCancel(ctx))
+	var cleaning sync.WaitGroup
+	if cleaner != nil {
+		cleaning.Go(func() { _ = cleaner.Run(cleanCtx) }) // ends after the writer's drain, below
+	}
+	defer func() { stopCleaning(); cleaning.Wait() }()
+	readCtx, stopReading := context.WithCancelCause(ctx)
+	watched := make(chan struct{})
+	go func() { // stops reading at the first publish failure; ends with reading
+		defer close(watched)
+		select {
+		case err := <-failed:
+			stopReading(err)
+		case <-readCtx.Done():
+		}
+	}()
+	var watch sync.WaitGroup
+	watch.Go(func() { // ends with reading; a table gone from the publication ends reading
+		interval := cfg.HeartbeatInterval
+		if interval == 0 {
+			interval = 10 * time.Second
+		}
+		idle := func() bool { n, _ := track.InFlight(); return n == 0 }
+		if err := replication.Watch(readCtx, replication.WatchConfig{
+			URL: cfg.PostgresURL, Target: target, Interval: interval, Heartbeat: cfg.HeartbeatInterval > 0,
+			Idle: idle, OnSlot: r.metrics.Slot, Logger: log,
+		}); err != nil {
+			stopReading(err)
+		}
+	})
+	runErr := stream.Run(readCtx, p.handle)
+	r.live.streaming.Store(false)
+	stopReading(runErr)
+	<-watched
+	watch.Wait()
+	if ctx.Err() != nil {
+		runErr = nil // a signal: drain and confirm
+	}
+
+	// Drain: the writer flushes its batches and waits for their acks (or
+	// failures), bounded by the drain timeout; then the final position is
+	// confirmed. Events still unacked are simply not confirmed: they are
+	// read again by the next run.
+	drainCtx, cancel := context.WithTimeout(context.Background(), cfg.DrainTimeout)
+	defer cancel()
+	events, bytes := track.InFlight()
+	if ctx.Err() != nil {
+		log.Info("draining", slog.Int("events", events), slog.Int64("bytes", bytes), slog.Duration("timeout", cfg.DrainTimeout))
+	}
+	closeErr := writer.Close(drainCtx)
+	if cleaner != nil {
+		// Every ack has reached the cleaner: delete what is left, then
+		// confirm.
+		stopCleaning()
+		cleaning.Wait()
+		closeErr = errors.Join(closeErr, cleaner.Close(drainCtx))
+	}
+	if events, _ := track.InFlight(); events > 0 && ctx.Err() != nil {
+		log.Warn("drain incomplete; unacknowledged events will be read again on restart", slog.Int("events", events), slog.Any("err", closeErr))
+	}
+	closeErr = errors.Join(closeErr, stream.Close(drainCtx))
+	if runErr == nil && ctx.Err() == nil {
+		runErr = closeErr
+	}
+	return true, runErr
+}

@@ -1,0 +1,202 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/outbox-cdc/outbox-cdc/decode"
+)
+
+// TableConfig is one outbox table: its column mapping and its topic.
+type TableConfig struct {
+	decode.Table
+	Topic string // topic template, see sink.ParseTopic
+}
+
+// fileConfig is the --config file, YAML or JSON: settings beyond flags.
+//
+//	tables:
+//	  - table: billing.outbox          # schema.table, required
+//	    topic: billing.{event_type}    # default: --topic
+//	    columns:                       # each default: its --column-* flag
+//	      aggregate_type: aggregatetype
+//	      aggregate_id: aggregateid
+//	      event_type: type
+//	    header_columns: [correlation_id, "tenant_id:tenant"]   # default: --header-column
+type fileConfig struct {
+	Tables []struct {
+		Table         string            `yaml:"table"`
+		Topic         string            `yaml:"topic"`
+		Columns       map[string]string `yaml:"columns"`
+		HeaderColumns []string          `yaml:"header_columns"`
+	} `yaml:"tables"`
+}
+
+// columnKeys are the keys of a table's columns in the --config file.
+var columnKeys = []string{"id", "aggregate_type", "aggregate_id", "event_type", "payload", "headers", "timestamp"}
+
+func columnField(c *decode.Columns, key string) *string {
+	return map[string]*string{
+		"id": &c.ID, "aggregate_type": &c.AggregateType, "aggregate_id": &c.AggregateID, "event_type": &c.EventType,
+		"payload": &c.Payload, "headers": &c.Headers, "timestamp": &c.Timestamp,
+	}[key]
+}
+
+// tables builds the table list from --table (each with the flags' mapping)
+// and the --config file (each with its own, falling back to the flags'). A
+// table in both takes the file's settings. When --table was not set, the
+// file's tables replace its default.
+func (c *Config) tables(list string, tableSet bool, path string) error {
+	var fromFile []TableConfig
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return usagef("--config: %v", err)
+		}
+		var f fileConfig
+		dec := yaml.NewDecoder(strings.NewReader(string(b)))
+		dec.KnownFields(true)
+		if err := dec.Decode(&f); err != nil {
+			return usagef("--config %s: %v", path, err)
+		}
+		for i, ft := range f.Tables {
+			tc := TableConfig{Table: decode.Table{Columns: c.Columns}, Topic: c.Topic}
+			tc.Schema, tc.Name = splitTable(ft.Table)
+			if ft.Table == "" {
+				return usagef("--config %s: tables[%d] has no table", path, i)
+			}
+			if ft.Topic != "" {
+				tc.Topic = ft.Topic
+			}
+			for k, v := range ft.Columns {
+				dst := columnField(&tc.Columns, k)
+				if dst == nil {
+					return usagef("--config %s: table %s: unknown column key %q; want one of %s", path, ft.Table, k, strings.Join(columnKeys, ", "))
+				}
+				*dst = v
+			}
+			if ft.HeaderColumns != nil {
+				tc.Columns.HeaderColumns = nil
+				for _, h := range ft.HeaderColumns {
+					hc, err := parseHeaderColumn(h)
+					if err != nil {
+						return usagef("--config %s: table %s: %v", path, ft.Table, err)
+					}
+					tc.Columns.HeaderColumns = append(tc.Columns.HeaderColumns, hc)
+				}
+			}
+			fromFile = append(fromFile, tc)
+		}
+	}
+	if tableSet || len(fromFile) == 0 {
+		for _, name := range strings.Split(list, ",") {
+			if name = strings.TrimSpace(name); name == "" {
+				continue
+			}
+			tc := TableConfig{Table: decode.Table{Columns: c.Columns}, Topic: c.Topic}
+			tc.Schema, tc.Name = splitTable(name)
+			c.Tables = append(c.Tables, tc)
+		}
+	}
+	for _, ft := range fromFile {
+		i := slices.IndexFunc(c.Tables, func(t TableConfig) bool { return t.Qualified() == ft.Qualified() })
+		if i >= 0 {
+			c.Tables[i] = ft
+		} else {
+			c.Tables = append(c.Tables, ft)
+		}
+	}
+	return nil
+}
+
+// parseHeaderColumn reads COLUMN or COLUMN:HEADER.
+func parseHeaderColumn(s string) (decode.HeaderColumn, error) {
+	col, name, _ := strings.Cut(strings.TrimSpace(s), ":")
+	if col == "" {
+		return decode.HeaderColumn{}, fmt.Errorf("header column %q: want COLUMN or COLUMN:HEADER", s)
+	}
+	return decode.HeaderColumn{Column: col, Header: name}, nil
+}
+
+// headerColumns is the repeatable --header-column flag; its environment
+// variable holds a comma-separated list.
+type headerColumns struct{ dst *[]decode.HeaderColumn }
+
+func (h headerColumns) String() string {
+	if h.dst == nil {
+		return ""
+	}
+	var parts []string
+	for _, c := range *h.dst {
+		if c.Header != "" {
+			parts = append(parts, c.Column+":"+c.Header)
+		} else {
+			parts = append(parts, c.Column)
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+func (h headerColumns) Set(s string) error {
+	for _, part := range strings.Split(s, ",") {
+		if strings.TrimSpace(part) == "" {
+			continue
+		}
+		hc, err := parseHeaderColumn(part)
+		if err != nil {
+			return err
+		}
+		*h.dst = append(*h.dst, hc)
+	}
+	return nil
+}
+
+// reservedHeaderNames are set by outbox-cdc itself.
+var reservedHeaderNames = []string{"id", "event_type", "aggregate_type", "content-type"}
+
+func (c Config) validateTables(columns bool) error {
+	if len(c.Tables) == 0 {
+		return usagef("--table: name at least one outbox table")
+	}
+	seen := map[string]bool{}
+	for _, t := range c.Tables {
+		q := t.Qualified()
+		switch {
+		case t.Schema == "" || t.Name == "" || strings.Contains(t.Name, "."):
+			return usagef("--table %q: want table or schema.table", q)
+		case seen[q]:
+			return usagef("--table: %s is listed twice", q)
+		case columns && t.Topic == "":
+			return usagef("table %s: the topic must not be empty", q)
+		}
+		seen[q] = true
+		if !columns {
+			continue
+		}
+		cols := t.Columns
+		for _, r := range []struct{ flag, v string }{
+			{"column-id", cols.ID}, {"column-aggregate-type", cols.AggregateType}, {"column-aggregate-id", cols.AggregateID},
+			{"column-event-type", cols.EventType}, {"column-payload", cols.Payload},
+		} {
+			if r.v == "" {
+				return usagef("--%s must name a column (table %s)", r.flag, q)
+			}
+		}
+		names := map[string]bool{}
+		for _, h := range cols.HeaderColumns {
+			n := h.Name()
+			switch {
+			case slices.Contains(reservedHeaderNames, n) || strings.HasPrefix(n, "ce_") || strings.HasPrefix(n, "outbox_cdc."):
+				return usagef("--header-column %s: header %q is set by outbox-cdc itself; name it COLUMN:OTHER", h.Column, n)
+			case names[n]:
+				return usagef("--header-column: header %q is given twice (table %s)", n, q)
+			}
+			names[n] = true
+		}
+	}
+	return nil
+}

@@ -1,0 +1,81 @@
+package sink
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/outbox-cdc/outbox-cdc/decode"
+)
+
+// Envelopes: what an event looks like on the wire.
+const (
+	// EnvelopeRaw sends the payload as the value, with the id, event_type
+	// and aggregate_type headers and the row's own headers.
+	EnvelopeRaw = "raw"
+	// EnvelopeCloudEvents follows the CloudEvents 1.0 Kafka protocol
+	// binding in binary mode: the value is still the payload, byte for
+	// byte, and the context attributes travel as ce_* headers beside the
+	// raw envelope's headers.
+	EnvelopeCloudEvents = "cloudevents"
+)
+
+// Ordering metadata headers (Config.MetadataHeaders), for consumers that
+// order or audit by transaction.
+const (
+	HeaderCommitLSN  = "outbox_cdc.commit_lsn"  // the commit LSN of the row's transaction, as Postgres prints it (0/16B3748)
+	HeaderXid        = "outbox_cdc.xid"         // the transaction id
+	HeaderCommitTime = "outbox_cdc.commit_time" // the commit time, RFC 3339 with nanoseconds, UTC
+)
+
+// CloudEvents attributes in binary mode (the Kafka protocol binding, 3.2).
+const (
+	ceSpecVersion = "1.0"
+	HeaderCEID    = "ce_id"
+	HeaderCEType  = "ce_type"
+)
+
+// headers returns the Kafka headers of ev under the writer's envelope.
+func (w *Writer) headers(ev *decode.Event) []kafka.Header {
+	n := 3 + len(ev.Headers)
+	if w.cfg.Envelope == EnvelopeCloudEvents {
+		n += 8
+	}
+	if w.cfg.MetadataHeaders {
+		n += 3
+	}
+	hs := make([]kafka.Header, 0, n)
+	hs = append(hs,
+		kafka.Header{Key: "id", Value: []byte(ev.ID)},
+		kafka.Header{Key: "event_type", Value: []byte(ev.EventType)},
+		kafka.Header{Key: "aggregate_type", Value: []byte(ev.AggregateType)},
+	)
+	if w.cfg.Envelope == EnvelopeCloudEvents {
+		source := w.cfg.CloudEventsSource
+		if source == "" {
+			source = "/outbox-cdc/" + ev.Table
+		}
+		hs = append(hs,
+			kafka.Header{Key: "ce_specversion", Value: []byte(ceSpecVersion)},
+			kafka.Header{Key: HeaderCEID, Value: []byte(ev.ID)},
+			kafka.Header{Key: "ce_source", Value: []byte(source)},
+			kafka.Header{Key: HeaderCEType, Value: []byte(ev.EventType)},
+			kafka.Header{Key: "ce_subject", Value: []byte(ev.AggregateID)},
+			kafka.Header{Key: "ce_time", Value: []byte(ev.Time.UTC().Format(time.RFC3339Nano))},
+			kafka.Header{Key: "ce_partitionkey", Value: []byte(ev.AggregateID)},
+			kafka.Header{Key: "content-type", Value: []byte(ev.ContentType)},
+		)
+	}
+	if w.cfg.MetadataHeaders {
+		hs = append(hs,
+			kafka.Header{Key: HeaderCommitLSN, Value: []byte(ev.CommitLSN.String())},
+			kafka.Header{Key: HeaderXid, Value: []byte(strconv.FormatUint(uint64(ev.Xid), 10))},
+			kafka.Header{Key: HeaderCommitTime, Value: []byte(ev.CommitTime.UTC().Format(time.RFC3339Nano))},
+		)
+	}
+	for _, h := range ev.Headers {
+		hs = append(hs, kafka.Header{Key: h.Key, Value: h.Value})
+	}
+	return hs
+}
