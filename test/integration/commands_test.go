@@ -128,7 +128,7 @@ func TestLeastPrivilegeRole(t *testing.T) {
 		LagBytes     *int64 `json:"lag_bytes"`
 		WALStatus    string `json:"wal_status"`
 		ConfirmedLSN string `json:"confirmed_lsn"`
-		Publication  bool   `json:"publication_carries_table"`
+		Publication  bool   `json:"publication_carries_tables"`
 	}
 	if err := json.Unmarshal([]byte(out), &st); err != nil || code != 0 {
 		t.Fatalf("status --json: exit %d, %v:\n%s", code, err, out)
