@@ -271,3 +271,42 @@ func FuzzDecode(f *testing.F) {
 		_, _ = d.Decode(m) // must not panic
 	})
 }
+
+func TestSeveralTablesAndHeaderColumns(t *testing.T) {
+	billing := Columns{ID: "id", AggregateType: "aggregatetype", AggregateID: "aggregateid", EventType: "type", Payload: "body",
+		HeaderColumns: []HeaderColumn{{Column: "tenant_id", Header: "tenant"}, {Column: "correlation_id"}}}
+	d := New(Table{Schema: "public", Name: "outbox", Columns: defaultCols}, Table{Schema: "billing", Name: "outbox", Columns: billing})
+	billingRel := relationMsg(2, "billing", "outbox", col{"id", 25}, col{"aggregatetype", 25}, col{"aggregateid", 25},
+		col{"type", 25}, col{"body", 25}, col{"tenant_id", 25}, col{"correlation_id", 25})
+	otherRel := relationMsg(3, "public", "orders", col{"id", 25})
+	res := decodeAll(t, d, outboxRelation, billingRel, otherRel,
+		insertMsg(16400, s("a"), s("order"), s("o-1"), s("created"), s(`{"n": 1}`), nil, nil),
+		insertMsg(2, s("b"), s("invoice"), s("i-1"), s("issued"), s("plain text"), s("acme"), nil),
+		insertMsg(3, s("x")))
+	ev1, ev2 := res[3].Event, res[4].Event
+	if ev1.Table != "public.outbox" || ev1.ContentType != "application/json" || len(ev1.Headers) != 0 {
+		t.Errorf("public.outbox event: table %q, content type %q, headers %v", ev1.Table, ev1.ContentType, ev1.Headers)
+	}
+	if ev2.Table != "billing.outbox" || ev2.AggregateType != "invoice" || string(ev2.Payload) != "plain text" || ev2.ContentType != "text/plain; charset=utf-8" {
+		t.Errorf("billing.outbox event: %+v", ev2)
+	}
+	// The NULL correlation_id is left out; tenant_id is renamed.
+	if len(ev2.Headers) != 1 || ev2.Headers[0].Key != "tenant" || string(ev2.Headers[0].Value) != "acme" {
+		t.Errorf("billing.outbox headers %v", ev2.Headers)
+	}
+	if res[5].Kind != KindSkip {
+		t.Errorf("an insert into another table: kind %d, want skip", res[5].Kind)
+	}
+
+	// A mapped header column the table lacks makes its rows unmapped.
+	missing := billing
+	missing.HeaderColumns = []HeaderColumn{{Column: "nope"}}
+	d = New(Table{Schema: "billing", Name: "outbox", Columns: missing})
+	decodeAll(t, d, billingRel)
+	_, err := d.Decode(insertMsg(2, s("b"), s("invoice"), s("i-1"), s("issued"), s("x"), s("acme"), nil))
+	var rowErr *InvalidRowError
+	if !errors.As(err, &rowErr) || rowErr.Reason != ReasonUnmappedTable || !strings.Contains(rowErr.Detail, `"nope" (--header-column)`) ||
+		rowErr.Mapping.Payload != "body" {
+		t.Errorf("missing header column: %v", err)
+	}
+}

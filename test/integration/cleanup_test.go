@@ -1,0 +1,166 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// tableIDs returns the ids present in the outbox table.
+func (o *outbox) tableIDs(t *testing.T) map[string]bool {
+	t.Helper()
+	rows, err := o.db.Query(context.Background(), "SELECT id::text FROM "+o.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		out[id] = true
+	}
+	return out
+}
+
+// waitEmpty waits until the table holds only the rows in keep.
+func (o *outbox) waitEmpty(t *testing.T, keep map[string]bool, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		left := o.tableIDs(t)
+		for id := range keep {
+			delete(left, id)
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d published rows still in the table after %s", len(left), within)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestCleanupDeleteAfterPublish: with --cleanup=delete-after-publish the
+// table empties as the stream drains and every event arrives once; a
+// dead-lettered row is kept. Under a SIGKILL mid-stream, every row missing
+// from the table at the kill is already in Kafka (nothing unpublished was
+// deleted), and the rows the crash left behind are deleted after the
+// restart.
+func TestCleanupDeleteAfterPublish(t *testing.T) {
+	o := newOutbox(t, "cleanup", looseColumns)
+	ctx := context.Background()
+	args := o.args("--cleanup", "delete-after-publish", "--dlq-topic", o.name+".dlq", "--max-in-flight", "500")
+	topic := []string{o.name + ".order"}
+
+	// Setup: the role must be able to delete by a unique id.
+	code, out := runOnce(t, append([]string{"check"}, without(without(without(args, "--status-interval"), "--http-addr"), "--max-in-flight")...)...)
+	if code != 0 || !strings.Contains(out, "[ok  ] cleanup: each table has a unique id column") {
+		t.Errorf("check with --cleanup: exit %d\n%s", code, out)
+	}
+
+	r := startRelay(t, args...)
+	w, counters := newWritten(), map[string]int{}
+	insertRows(t, o, w, makeRows(1000, 20, "order", counters), 10)
+	bad := o.insertOne(t, uuid.NewString(), "order", nil, "created", `{}`, nil) // NULL key: dead-lettered
+	msgs := consume(t, topic, 1000, time.Minute)
+	consume(t, []string{o.name + ".dlq"}, 1, time.Minute)
+	o.waitEmpty(t, map[string]bool{bad: true}, 30*time.Second)
+	if !o.tableIDs(t)[bad] {
+		t.Errorf("the dead-lettered row was deleted")
+	}
+	first, dups := byID(t, msgs)
+	for id, row := range w.committed {
+		if m, ok := first[id]; !ok || string(m.Value) != row.Payload {
+			t.Fatalf("event %s: value %q, want %q", id, m.Value, row.Payload)
+		}
+	}
+	waitConfirmed(t, o, o.currentLSN(t), 30*time.Second)
+	t.Logf("no crash: 1000 events delivered, %d duplicates; the table held only the dead-lettered row afterwards", dups)
+	if dups != 0 {
+		t.Errorf("%d duplicates without a crash", dups)
+	}
+
+	// A crash mid-stream.
+	wait := insertInBackground(o, w, makeRows(6000, 50, "order", counters), 10, 2*time.Millisecond)
+	time.Sleep(1500 * time.Millisecond)
+	if err := r.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-r.done
+	atKill := o.tableIDs(t) // no one deletes now
+	w.mu.Lock()
+	var gone []string
+	for id := range w.committed {
+		if !atKill[id] {
+			gone = append(gone, id)
+		}
+	}
+	committedAtKill := len(w.committed)
+	w.mu.Unlock()
+	ends, _, err := endOffsets(topic...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inKafka, _ := byID(t, readAll(context.Background(), t, ends))
+	unpublished := 0
+	for _, id := range gone {
+		if _, ok := inKafka[id]; !ok {
+			unpublished++
+		}
+	}
+	leftInKafka := 0
+	for id := range atKill {
+		if _, ok := inKafka[id]; ok {
+			leftInKafka++
+		}
+	}
+	t.Logf("at the kill: %d rows committed, %d deleted, %d left, of which %d already in Kafka (acked, not yet deleted); deleted but not in Kafka: %d",
+		committedAtKill, len(gone), len(atKill), leftInKafka, unpublished)
+	if unpublished > 0 {
+		t.Fatalf("%d rows were deleted before their events reached Kafka", unpublished)
+	}
+	if len(atKill) <= 1 {
+		t.Logf("note: the stream had caught up at the kill; nothing was left for the restart to delete")
+	}
+
+	r = startRelay(t, args...)
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	msgs = consume(t, topic, len(w.committed), 2*time.Minute)
+	first, dups = byID(t, msgs)
+	missing := 0
+	for id := range w.committed {
+		if _, ok := first[id]; !ok {
+			missing++
+		}
+	}
+	if missing > 0 {
+		t.Fatalf("%d events missing", missing)
+	}
+	o.waitEmpty(t, map[string]bool{bad: true}, time.Minute)
+	waitConfirmed(t, o, o.currentLSN(t), 30*time.Second)
+	t.Logf("after the restart: %d events delivered, %d duplicates; the table emptied of every published row", len(w.committed), dups)
+	if code := r.stop(t, syscall.SIGTERM, 30*time.Second); code != 0 {
+		t.Errorf("exit %d after SIGTERM", code)
+	}
+
+	// A table whose id is not unique cannot be cleaned: one line at start.
+	if _, err := o.db.Exec(ctx, fmt.Sprintf("CREATE TABLE %s_nopk (%s)", o.name, strings.ReplaceAll(looseColumns, "primary key", ""))); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = o.db.Exec(ctx, "DROP TABLE IF EXISTS "+o.name+"_nopk") })
+	code, out = runOnce(t, replaceFlag(replaceFlag(args, "--table", "public."+o.name+"_nopk"), "--publication", o.name+"_nopk")...)
+	if line := lastLine(out); code != 1 || !strings.Contains(line, "needs a unique index") {
+		t.Errorf("cleanup on a table without a unique id: exit %d: %s", code, line)
+	}
+}
