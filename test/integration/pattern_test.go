@@ -38,7 +38,9 @@ func TestOutboxWriterAndInbox(t *testing.T) {
 	if err := svc.CreateTable(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = o.db.Exec(ctx, "DROP TABLE IF EXISTS "+o.name+"_orders, "+o.name+"_inbox, "+o.name+"_applied") })
+	t.Cleanup(func() {
+		_, _ = o.db.Exec(ctx, "DROP TABLE IF EXISTS "+o.name+"_orders, "+o.name+"_inbox, "+o.name+"_applied")
+	})
 
 	if err := svc.Create(ctx, "A", 4250, "corr-A"); err != nil {
 		t.Fatal(err)
