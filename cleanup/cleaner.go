@@ -23,10 +23,11 @@ const batchSize = 1000
 // Cleaner deletes published rows in batches and then acks their events.
 // Track and Done may be called from any goroutine; Run owns the deleting.
 type Cleaner struct {
-	url    string
-	tables map[string]table // by schema.table
-	ack    func(seq uint64)
-	log    *slog.Logger
+	url       string
+	tables    map[string]table // by schema.table
+	ack       func(seq uint64)
+	onDeleted func(n int64)
+	log       *slog.Logger
 
 	mu      sync.Mutex
 	rows    map[uint64]row // tracked, not yet acknowledged by Kafka: bounded by the in-flight window
@@ -47,17 +48,30 @@ type settled struct {
 	del bool // false: ack without deleting (a dead letter, or a row never tracked)
 }
 
-// New checks that every table can be cleaned by the role of url (a unique
-// index on the id column, DELETE granted) and returns a cleaner that acks
-// through ack.
-func New(ctx context.Context, url string, tables []decode.Table, ack func(seq uint64), log *slog.Logger) (*Cleaner, error) {
-	conn, err := pgx.Connect(ctx, url)
+// Config is what a cleaner needs.
+type Config struct {
+	URL       string
+	Tables    []decode.Table
+	Ack       func(seq uint64) // acks an event to the checkpoint, once its row is deleted
+	OnDeleted func(n int64)    // counts deleted rows, for metrics; nil: none
+	Logger    *slog.Logger
+}
+
+// New checks that every table can be cleaned by the role of cfg.URL (a
+// unique index on the id column, DELETE granted) and returns a cleaner.
+func New(ctx context.Context, cfg Config) (*Cleaner, error) {
+	conn, err := pgx.Connect(ctx, cfg.URL)
 	if err != nil {
 		return nil, fmt.Errorf("cleanup: connect to postgres: %w", err)
 	}
 	defer conn.Close(context.Background())
-	c := &Cleaner{url: url, tables: map[string]table{}, ack: ack, log: log, rows: map[uint64]row{}, wake: make(chan struct{}, 1)}
-	for _, t := range tables {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	c := &Cleaner{url: cfg.URL, tables: map[string]table{}, ack: cfg.Ack, onDeleted: cfg.OnDeleted, log: log,
+		rows: map[uint64]row{}, wake: make(chan struct{}, 1)}
+	for _, t := range cfg.Tables {
 		sql, err := deleteSQL(ctx, conn, t)
 		if err != nil {
 			return nil, err
@@ -215,6 +229,9 @@ func (c *Cleaner) flush(ctx context.Context, conn **pgx.Conn) (int, error) {
 		c.mu.Lock()
 		c.deleted += deleted
 		c.mu.Unlock()
+		if c.onDeleted != nil {
+			c.onDeleted(deleted)
+		}
 	}
 	for _, s := range batch {
 		c.ack(s.seq)

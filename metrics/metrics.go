@@ -30,6 +30,7 @@ type Metrics struct {
 	latency       prometheus.Histogram
 	batch         prometheus.Histogram
 	reconnects    prometheus.Counter
+	deleted       prometheus.Counter
 
 	slotLag      prometheus.Gauge
 	slotRetained prometheus.Gauge
@@ -62,6 +63,8 @@ func New(version string, live Live) *Metrics {
 		Help: "Events per acknowledged produce request.", Buckets: prometheus.ExponentialBuckets(1, 2, 11)})
 	m.reconnects = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "reconnects_total",
 		Help: "Replication sessions restarted after a failure (a lost connection, Kafka away too long)."})
+	m.deleted = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "rows_deleted_total",
+		Help: "Outbox rows deleted after their events were acknowledged (--cleanup=delete-after-publish)."})
 	m.slotLag = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "slot_lag_bytes",
 		Help: "WAL written since the slot's confirmed flush position (polled from pg_replication_slots)."})
 	m.slotRetained = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "slot_retained_wal_bytes",
@@ -74,7 +77,7 @@ func New(version string, live Live) *Metrics {
 		Help: "1 for the slot's current wal_status (reserved, extended, unreserved, lost), 0 for the others."}, []string{"status"})
 	m.slotReadAt = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "slot_last_read_timestamp_seconds",
 		Help: "When the slot gauges were last read from Postgres (unix time)."})
-	for _, c := range []prometheus.Collector{m.published, m.deadLettered, m.publishErrors, m.latency, m.batch, m.reconnects,
+	for _, c := range []prometheus.Collector{m.published, m.deadLettered, m.publishErrors, m.latency, m.batch, m.reconnects, m.deleted,
 		m.slotLag, m.slotRetained, m.slotSafe, m.slotActive, m.walStatus, m.slotReadAt} {
 		f(c)
 	}
@@ -120,6 +123,9 @@ func (m *Metrics) DeadLettered(reason string) { m.deadLettered.WithLabelValues(r
 
 // ProduceFailed implements sink.Observer.
 func (m *Metrics) ProduceFailed(kind string) { m.publishErrors.WithLabelValues(kind).Inc() }
+
+// Deleted counts outbox rows deleted by --cleanup.
+func (m *Metrics) Deleted(n int64) { m.deleted.Add(float64(n)) }
 
 // Reconnected counts a session restarted after a failure.
 func (m *Metrics) Reconnected() { m.reconnects.Inc() }

@@ -28,7 +28,7 @@ func check(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, red
 	fmt.Fprintf(stdout, "outbox-cdc check: postgres %s, kafka %s, tables %s\n\n", cfg.PostgresTarget(), strings.Join(cfg.KafkaBrokers, ","), cfg.TableNames())
 	items := replication.Check(ctx, cfg.PostgresURL, target(cfg))
 	if cfg.Cleanup == config.CleanupDeleteAfterPublish {
-		if _, err := cleanup.New(ctx, cfg.PostgresURL, target(cfg).Tables, nil, nil); err != nil {
+		if _, err := cleanup.New(ctx, cleanup.Config{URL: cfg.PostgresURL, Tables: target(cfg).Tables}); err != nil {
 			items = append(items, checklist.Item{Name: "cleanup", Status: checklist.Fail, Detail: red.oneLine(err)})
 		} else {
 			items = append(items, checklist.Item{Name: "cleanup", Status: checklist.OK, Detail: "each table has a unique id column the role may delete by"})

@@ -119,7 +119,7 @@ func (r *relayer) run(ctx context.Context) error {
 	if cfg.Cleanup == config.CleanupDeleteAfterPublish {
 		// Before a slot is created: a table that cannot be cleaned is a
 		// setup mistake, reported at once.
-		if _, err := cleanup.New(ctx, cfg.PostgresURL, target.Tables, nil, log); err != nil {
+		if _, err := cleanup.New(ctx, cleanup.Config{URL: cfg.PostgresURL, Tables: target.Tables}); err != nil {
 			return err
 		}
 	}

@@ -29,7 +29,8 @@ func (r *relayer) session(ctx context.Context, start pglogrepl.LSN) (bool, error
 	var cleaner *cleanup.Cleaner
 	if cfg.Cleanup == config.CleanupDeleteAfterPublish {
 		var err error
-		if cleaner, err = cleanup.New(ctx, cfg.PostgresURL, target.Tables, ack, log); err != nil {
+		if cleaner, err = cleanup.New(ctx, cleanup.Config{URL: cfg.PostgresURL, Tables: target.Tables, Ack: ack,
+			OnDeleted: r.metrics.Deleted, Logger: log}); err != nil {
 			return false, err
 		}
 	}

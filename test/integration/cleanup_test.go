@@ -84,6 +84,9 @@ func TestCleanupDeleteAfterPublish(t *testing.T) {
 		}
 	}
 	waitConfirmed(t, o, o.currentLSN(t), 30*time.Second)
+	if m, _ := scrape(t, r.httpAddr(t)); m["outbox_cdc_rows_deleted_total"] != 1000 {
+		t.Errorf("outbox_cdc_rows_deleted_total %v, want 1000", m["outbox_cdc_rows_deleted_total"])
+	}
 	t.Logf("no crash: 1000 events delivered, %d duplicates; the table held only the dead-lettered row afterwards", dups)
 	if dups != 0 {
 		t.Errorf("%d duplicates without a crash", dups)
