@@ -130,7 +130,7 @@ func (c *Cleaner) Done(seq uint64, dead bool) {
 // Run deletes and acks until ctx ends. A failed delete is retried, with a
 // new connection and backoff; its events stay unacked meanwhile, so the
 // checkpoint holds and the in-flight window eventually pauses reading.
-func (c *Cleaner) Run(ctx context.Context) error {
+func (c *Cleaner) Run(ctx context.Context) {
 	var conn *pgx.Conn
 	defer func() {
 		if conn != nil {
@@ -141,14 +141,14 @@ func (c *Cleaner) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-c.wake:
 		}
 		for {
 			n, err := c.flush(ctx, &conn)
 			if err != nil {
 				if ctx.Err() != nil {
-					return nil
+					return
 				}
 				if failing++; failing == 1 {
 					c.log.Warn("deleting published outbox rows failed; retrying (their positions are not confirmed meanwhile)", slog.Any("err", err))
@@ -156,7 +156,7 @@ func (c *Cleaner) Run(ctx context.Context) error {
 				select {
 				case <-time.After(backoff(failing)):
 				case <-ctx.Done():
-					return nil
+					return
 				}
 				continue
 			}

@@ -74,7 +74,7 @@ func (r *relayer) session(ctx context.Context, start pglogrepl.LSN) (bool, error
 	cleanCtx, stopCleaning := context.WithCancel(context.WithoutCancel(ctx))
 	var cleaning sync.WaitGroup
 	if cleaner != nil {
-		cleaning.Go(func() { _ = cleaner.Run(cleanCtx) }) // ends after the writer's drain, below
+		cleaning.Go(func() { cleaner.Run(cleanCtx) }) // ends after the writer's drain, below
 	}
 	defer func() { stopCleaning(); cleaning.Wait() }()
 	readCtx, stopReading := context.WithCancelCause(ctx)
