@@ -228,3 +228,17 @@ func TestTableAndEnvelopeUsage(t *testing.T) {
 		}
 	}
 }
+
+func TestConfigFileInJSON(t *testing.T) {
+	path := t.TempDir() + "/outbox.json"
+	if err := os.WriteFile(path, []byte(`{"tables": [{"table": "app.events", "columns": {"payload": "body"}, "header_columns": ["tenant_id:tenant"]}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Parse(CmdRun, []string{"--postgres-url", "postgres://x", "--kafka-brokers", "k:1", "--config", path}, nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.TableNames() != "app.events" || c.Tables[0].Columns.Payload != "body" || c.Tables[0].Columns.HeaderColumns[0].Name() != "tenant" {
+		t.Errorf("tables %+v", c.Tables)
+	}
+}
