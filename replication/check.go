@@ -19,14 +19,14 @@ import (
 func Check(ctx context.Context, url string, t Target) []checklist.Item {
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
-		return []checklist.Item{{Name: "postgres reachable", Status: checklist.Fail, Detail: oneLine(err),
+		return []checklist.Item{{Name: "postgres reachable", Status: checklist.Fail, Detail: checklist.OneLine(err),
 			Fix: "check --postgres-url: host, port, database, user, password and sslmode"}}
 	}
 	defer conn.Close(context.Background())
 	c := &checker{ctx: ctx, conn: conn, t: t, user: conn.Config().User}
 	var version string
 	if err := conn.QueryRow(ctx, `SELECT current_setting('server_version')`).Scan(&version); err != nil {
-		return []checklist.Item{{Name: "postgres reachable", Status: checklist.Fail, Detail: oneLine(err)}}
+		return []checklist.Item{{Name: "postgres reachable", Status: checklist.Fail, Detail: checklist.OneLine(err)}}
 	}
 	c.add(checklist.OK, "postgres reachable", fmt.Sprintf("PostgreSQL %s, role %s, database %s", version, c.user, conn.Config().Database), "")
 	c.server()
@@ -55,7 +55,7 @@ func (c *checker) add(s checklist.Status, name, detail, fix string) {
 }
 
 func (c *checker) failed(name string, err error) {
-	c.add(checklist.Fail, name, "could not read: "+oneLine(err), "")
+	c.add(checklist.Fail, name, "could not read: "+checklist.OneLine(err), "")
 }
 
 func (c *checker) server() {
@@ -282,8 +282,4 @@ func (c *checker) slot() {
 		}
 		c.add(checklist.OK, "replication slot", fmt.Sprintf("%q at %s, %d bytes behind, wal_status %s, %s", c.t.Slot, st.Confirmed, st.LagBytes, st.WALStatus, active), "")
 	}
-}
-
-func oneLine(err error) string {
-	return strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
 }

@@ -33,7 +33,7 @@ func Check(ctx context.Context, cfg CheckConfig) []checklist.Item {
 
 	md, err := client.Metadata(ctx, &kafka.MetadataRequest{})
 	if err != nil {
-		return []checklist.Item{{Name: "kafka reachable", Status: checklist.Fail, Detail: oneLine(err),
+		return []checklist.Item{{Name: "kafka reachable", Status: checklist.Fail, Detail: checklist.OneLine(err),
 			Fix: hint(err, cfg.Security)}}
 	}
 	var items []checklist.Item
@@ -133,8 +133,4 @@ func autoCreateEnabled(ctx context.Context, client *kafka.Client, md *kafka.Meta
 		}
 	}
 	return false, false
-}
-
-func oneLine(err error) string {
-	return strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
 }

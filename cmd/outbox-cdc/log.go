@@ -5,6 +5,8 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+
+	"github.com/outbox-cdc/outbox-cdc/internal/checklist"
 )
 
 // redactor blanks secrets (passwords) out of text bound for a log line or
@@ -31,7 +33,7 @@ func (r redactor) redact(s string) string {
 }
 
 // oneLine is err's message on one line, redacted.
-func (r redactor) oneLine(err error) string { return r.redact(oneLine(err.Error())) }
+func (r redactor) oneLine(err error) string { return r.redact(checklist.OneLine(err)) }
 
 // replaceAttr redacts every string, error and Stringer attribute, and the
 // message.

@@ -18,7 +18,6 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
-	"strings"
 	"syscall"
 
 	"github.com/outbox-cdc/outbox-cdc/config"
@@ -98,10 +97,4 @@ func mainExit(args, environ []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("stopped")
 	return exitOK
-}
-
-// oneLine folds a multi-line error (pgx lists each address it tried) into
-// the single line a user reads first.
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", "; ")), " ")
 }

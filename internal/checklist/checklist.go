@@ -45,3 +45,9 @@ func Print(w io.Writer, items []Item) (failed int) {
 	}
 	return failed
 }
+
+// OneLine is err's message on one line: pgx lists each address it tried on
+// a line of its own, and a checklist item is one line.
+func OneLine(err error) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
+}
