@@ -45,7 +45,9 @@ type Config struct {
 	MaxInFlight      int           // events published but not yet acknowledged
 	MaxInFlightBytes int64         // payload bytes of those events
 	BatchSize        int           // most messages in one produce request
-	BatchTimeout     time.Duration // longest a small batch waits for more messages
+	BatchTimeout     time.Duration // least time between two requests to one broker under load
+	Compression      string        // none, gzip, snappy, lz4 or zstd
+	ConfirmInterval  time.Duration // how soon a newly acknowledged position is reported
 	StatusInterval   time.Duration // longest gap between standby status updates
 	ReceiveTimeout   time.Duration // server silence after which the connection is presumed dead
 	DrainTimeout     time.Duration // how long shutdown waits for in-flight acks

@@ -89,8 +89,10 @@ func newFlagSet(c *Config, g group) (*flag.FlagSet, *rawFlags) {
 		fs.StringVar(&c.HTTPAddr, "http-addr", "127.0.0.1:9090", "address serving /metrics (Prometheus), /healthz and /readyz; empty: no HTTP server")
 		fs.IntVar(&c.MaxInFlight, "max-in-flight", 10000, "most events published but not yet acknowledged; reading the WAL pauses at this bound")
 		fs.Int64Var(&c.MaxInFlightBytes, "max-in-flight-bytes", 64<<20, "most payload bytes published but not yet acknowledged")
-		fs.IntVar(&c.BatchSize, "batch-size", 1000, "most messages in one produce request per partition")
-		fs.DurationVar(&c.BatchTimeout, "batch-timeout", 5*time.Millisecond, "longest a message waits for its batch to fill before it is sent")
+		fs.IntVar(&c.BatchSize, "batch-size", 1000, "most messages of one partition in one produce request")
+		fs.DurationVar(&c.BatchTimeout, "batch-timeout", 5*time.Millisecond, "least time between two produce requests to one broker while events keep coming, so that each carries what gathered meanwhile (the broker sees at most 1/this requests a second); a request after a quiet spell, or with a full batch, leaves at once")
+		fs.StringVar(&c.Compression, "kafka-compression", "none", "record batch compression: none, gzip, snappy, lz4 or zstd")
+		fs.DurationVar(&c.ConfirmInterval, "confirm-interval", 20*time.Millisecond, "how soon a newly acknowledged position is reported to Postgres; what a crash replays is at most this much more (each report costs the walsender a wakeup)")
 		fs.DurationVar(&c.StatusInterval, "status-interval", 10*time.Second, "longest gap between standby status updates to Postgres")
 		fs.DurationVar(&c.ReceiveTimeout, "receive-timeout", 30*time.Second, "server silence after which the replication connection is presumed dead and reopened (keepalives are asked for when idle)")
 		fs.DurationVar(&c.DrainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long to wait for in-flight events to be acknowledged")
@@ -205,8 +207,12 @@ func (c Config) validateRelay() error {
 		return usagef("--batch-size %d: want at least 1", c.BatchSize)
 	case c.BatchTimeout <= 0:
 		return usagef("--batch-timeout %s: want a positive duration such as 5ms", c.BatchTimeout)
+	case c.Compression != "none" && c.Compression != "gzip" && c.Compression != "snappy" && c.Compression != "lz4" && c.Compression != "zstd":
+		return usagef("--kafka-compression %q: want none, gzip, snappy, lz4 or zstd", c.Compression)
 	case c.StatusInterval <= 0 || c.StatusInterval > time.Minute:
 		return usagef("--status-interval %s: want between 1ms and 1m (Postgres drops a silent client after wal_sender_timeout)", c.StatusInterval)
+	case c.ConfirmInterval <= 0 || c.ConfirmInterval > c.StatusInterval:
+		return usagef("--confirm-interval %s: want a positive duration up to --status-interval (%s)", c.ConfirmInterval, c.StatusInterval)
 	case c.ReceiveTimeout < 0:
 		return usagef("--receive-timeout %s: want a positive duration, or 0 for 3 × --status-interval", c.ReceiveTimeout)
 	case c.DrainTimeout < 0:

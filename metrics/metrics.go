@@ -29,6 +29,9 @@ type Metrics struct {
 	publishErrors *prometheus.CounterVec
 	latency       prometheus.Histogram
 	batch         prometheus.Histogram
+	requests      prometheus.Counter
+	records       prometheus.Counter
+	sentBytes     prometheus.Counter
 	reconnects    prometheus.Counter
 	deleted       prometheus.Counter
 
@@ -60,7 +63,13 @@ func New(version string, live Live) *Metrics {
 		Help:    "Time from an event's commit in Postgres (its commit timestamp) to its acknowledgement by Kafka.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 17)})
 	m.batch = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "produce_batch_messages",
-		Help: "Events per acknowledged produce request.", Buckets: prometheus.ExponentialBuckets(1, 2, 11)})
+		Help: "Records per produce request, over every partition it carried.", Buckets: prometheus.ExponentialBuckets(1, 2, 14)})
+	m.requests = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "produce_requests_total",
+		Help: "Produce requests sent to Kafka (each carries a batch of every partition of one broker that had records waiting)."})
+	m.records = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "produce_records_total",
+		Help: "Records sent in produce requests, retries and dead letters included; divided by outbox_cdc_produce_requests_total, the batching."})
+	m.sentBytes = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "kafka_sent_bytes_total",
+		Help: "Bytes written to Kafka connections (after compression and TLS)."})
 	m.reconnects = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "reconnects_total",
 		Help: "Replication sessions restarted after a failure (a lost connection, Kafka away too long)."})
 	m.deleted = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "rows_deleted_total",
@@ -77,7 +86,7 @@ func New(version string, live Live) *Metrics {
 		Help: "1 for the slot's current wal_status (reserved, extended, unreserved, lost), 0 for the others."}, []string{"status"})
 	m.slotReadAt = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "slot_last_read_timestamp_seconds",
 		Help: "When the slot gauges were last read from Postgres (unix time)."})
-	for _, c := range []prometheus.Collector{m.published, m.deadLettered, m.publishErrors, m.latency, m.batch, m.reconnects, m.deleted,
+	for _, c := range []prometheus.Collector{m.published, m.deadLettered, m.publishErrors, m.latency, m.batch, m.requests, m.records, m.sentBytes, m.reconnects, m.deleted,
 		m.slotLag, m.slotRetained, m.slotSafe, m.slotActive, m.walStatus, m.slotReadAt} {
 		f(c)
 	}
@@ -109,7 +118,6 @@ func New(version string, live Live) *Metrics {
 // Acked implements sink.Observer.
 func (m *Metrics) Acked(topic string, commits []time.Time) {
 	m.published.WithLabelValues(topic).Add(float64(len(commits)))
-	m.batch.Observe(float64(len(commits)))
 	now := time.Now()
 	for _, c := range commits {
 		if !c.IsZero() {
@@ -117,6 +125,16 @@ func (m *Metrics) Acked(topic string, commits []time.Time) {
 		}
 	}
 }
+
+// Request implements sink.Observer.
+func (m *Metrics) Request(_, records int) {
+	m.requests.Inc()
+	m.records.Add(float64(records))
+	m.batch.Observe(float64(records))
+}
+
+// Sent implements sink.Observer.
+func (m *Metrics) Sent(n int) { m.sentBytes.Add(float64(n)) }
 
 // DeadLettered implements sink.Observer.
 func (m *Metrics) DeadLettered(reason string) { m.deadLettered.WithLabelValues(reason).Inc() }

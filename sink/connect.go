@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"time"
 
@@ -89,6 +90,32 @@ func (s Security) transport() *kafka.Transport {
 		IdleTimeout: 30 * time.Second,
 		MetadataTTL: 6 * time.Second,
 	}
+}
+
+// countingTransport is transport, with every byte written to a broker
+// reported to o.
+func (s Security) countingTransport(o Observer) *kafka.Transport {
+	t := s.transport()
+	d := &net.Dialer{}
+	t.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &countingConn{Conn: c, o: o}, nil
+	}
+	return t
+}
+
+type countingConn struct {
+	net.Conn
+	o Observer
+}
+
+func (c *countingConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	c.o.Sent(n)
+	return n, err
 }
 
 // Ping asks the brokers for cluster metadata, so that a wrong address is

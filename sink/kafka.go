@@ -20,9 +20,15 @@ type Config struct {
 	Brokers []string
 	Topic   Topic // the topic template of events of tables missing from Topics
 	// Topics holds each outbox table's own topic template, by schema.table.
-	Topics       map[string]Topic
-	BatchSize    int
+	Topics map[string]Topic
+	// BatchSize bounds the messages of one partition in one request.
+	BatchSize int
+	// BatchTimeout is the least time between two requests to one broker
+	// while events keep coming (see sender); a request after a quiet spell
+	// leaves at once.
 	BatchTimeout time.Duration
+	// Compression is the codec of every record batch; 0 is none.
+	Compression kafka.Compression
 	// MaxMessageBytes bounds one record (key, value and headers). A larger
 	// event is dead-lettered without being sent. Keep it at or below the
 	// topics' max.message.bytes (broker default 1048588).
@@ -72,10 +78,11 @@ type Writer struct {
 	log        *slog.Logger
 	missing    missingTopics
 
-	mu         sync.Mutex
-	partitions map[topicPartition]*partition
-	counts     map[string]topicCount // partition count per topic, cached
-	owned      sync.WaitGroup        // the partition goroutines
+	mu      sync.Mutex
+	parts   map[topicPartition]*partition
+	senders map[int32]*sender     // by broker id
+	counts  map[string]topicCount // partitions and leaders per topic, cached
+	owned   sync.WaitGroup        // the senders, salvages and lookups
 
 	// abandon ends produce requests and retries once Close gives up waiting.
 	abandon   context.Context
@@ -93,7 +100,8 @@ type topicPartition struct {
 }
 
 type topicCount struct {
-	ids        []int // 0 .. n-1, shared read-only
+	ids        []int   // 0 .. n-1, shared read-only
+	leaders    []int32 // broker id of each partition's leader, shared read-only
 	at         time.Time
 	refreshing bool // a background lookup is under way
 }
@@ -117,6 +125,22 @@ const (
 	countTTL = time.Minute
 )
 
+// Codec returns the compression codec called name (none, gzip, snappy, lz4,
+// zstd); anything else is none.
+func Codec(name string) kafka.Compression {
+	switch name {
+	case "gzip":
+		return kafka.Gzip
+	case "snappy":
+		return kafka.Snappy
+	case "lz4":
+		return kafka.Lz4
+	case "zstd":
+		return kafka.Zstd
+	}
+	return 0
+}
+
 // DefaultMaxMessageBytes leaves room under the broker's default
 // max.message.bytes (1048588) for the record batch's own overhead.
 const DefaultMaxMessageBytes = 1_000_000
@@ -138,9 +162,10 @@ func NewWriter(cfg Config, done Done) *Writer {
 	}
 	w := &Writer{
 		cfg: cfg, log: log, done: done, missing: missingTopics{since: map[string]time.Time{}},
-		client:     &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: produceTimeout, Transport: cfg.Security.transport()},
+		client:     &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: produceTimeout, Transport: cfg.Security.countingTransport(cfg.Observer)},
 		batchBytes: max(cfg.MaxMessageBytes+4096, 1<<20),
-		partitions: map[topicPartition]*partition{},
+		parts:      map[topicPartition]*partition{},
+		senders:    map[int32]*sender{},
 		counts:     map[string]topicCount{},
 	}
 	w.abandon, w.abandoned = context.WithCancel(context.Background())
@@ -344,8 +369,8 @@ func (w *Writer) Close(ctx context.Context) error {
 		return nil
 	}
 	w.mu.Lock()
-	for _, p := range w.partitions {
-		p.close()
+	for _, s := range w.senders {
+		s.signal()
 	}
 	w.mu.Unlock()
 	drained := make(chan struct{})
@@ -357,6 +382,11 @@ func (w *Writer) Close(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		w.abandoned()
+		w.mu.Lock()
+		for _, s := range w.senders {
+			s.signal()
+		}
+		w.mu.Unlock()
 		<-drained // abandoned requests return at once
 		w.client.Transport.(*kafka.Transport).CloseIdleConnections()
 		return fmt.Errorf("close kafka writer: %w", context.Cause(ctx))

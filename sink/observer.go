@@ -12,6 +12,11 @@ type Observer interface {
 	// Acked reports one produce request acknowledged by the broker: the
 	// events' topic and the commit time of each event in it.
 	Acked(topic string, commits []time.Time)
+	// Request reports one produce request answered (or failed): how many
+	// partitions and records it carried.
+	Request(partitions, records int)
+	// Sent reports n bytes written to a broker connection.
+	Sent(n int)
 	// DeadLettered reports one event dead-lettered, with its reason.
 	DeadLettered(reason string)
 	// ProduceFailed reports one failed produce attempt; kind is a short,
@@ -23,6 +28,8 @@ type nopObserver struct{}
 
 func (nopObserver) Acked(string, []time.Time) {}
 func (nopObserver) DeadLettered(string)       {}
+func (nopObserver) Request(int, int)          {}
+func (nopObserver) Sent(int)                  {}
 func (nopObserver) ProduceFailed(string)      {}
 
 // acked tells the observer about acknowledged events; dead letters are

@@ -24,6 +24,10 @@ type bench struct {
 	relay   string // outbox-cdc binary, built without -race
 	db      *pgx.Conn
 	profile string // CPU profile of the relay in the largest drain, if set
+
+	tmp         string // scratch directory, removed at exit
+	brokerPID   int    // the Kafka broker's process, for its CPU
+	metricsAddr string // outbox-cdc's /metrics in -compare
 }
 
 // drainResult is one run of the backlog scenario.

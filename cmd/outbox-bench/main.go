@@ -53,6 +53,12 @@ func run() error {
 	dur := flag.Duration("duration", 30*time.Second, "length of each latency run")
 	out := flag.String("out", "bench-results", "directory for results.json and chart.svg")
 	profile := flag.String("cpuprofile", "", "write a CPU profile of outbox-cdc during the largest drain's first run to this file")
+	compare := flag.Bool("compare", false, "instead: outbox-cdc beside Debezium (and the bare reader's latency ceiling) on one Postgres and broker, -runs rounds, order alternated")
+	contenders := flag.String("contenders", "outbox-cdc,debezium", "with -compare: the relays compared")
+	loads := flag.String("loads", "1000x1,3000x1,5000x1,1000x10", "with -compare: steady loads, TXPERSECxROWS")
+	phase := flag.Duration("phase", 20*time.Second, "with -compare: length of each steady load")
+	backlog := flag.Int("backlog", 100000, "with -compare: backlog drained by each relay")
+	relayArgs := flag.String("relay-args", "", "with -compare: extra outbox-cdc flags, space-separated (for tuning)")
 	flag.Parse()
 	ns, err := ints(*sizes)
 	if err != nil {
@@ -78,7 +84,7 @@ func run() error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	b := &bench{relay: filepath.Join(tmp, "outbox-cdc")}
+	b := &bench{relay: filepath.Join(tmp, "outbox-cdc"), tmp: tmp}
 	if *profile != "" {
 		if b.profile, err = filepath.Abs(*profile); err != nil {
 			return err
@@ -99,11 +105,19 @@ func run() error {
 		return fmt.Errorf("start kafka: %w", err)
 	}
 	defer kafkaSrv.Stop()
-	b.pgURL, b.brokers = pg.URL, kafkaSrv.Brokers
+	b.pgURL, b.brokers, b.brokerPID = pg.URL, kafkaSrv.Brokers, kafkaSrv.PID
 	if b.db, err = pgx.Connect(ctx, pg.URL); err != nil {
 		return err
 	}
 	defer b.db.Close(context.Background())
+
+	if *compare {
+		ls, err := parseLoads(*loads)
+		if err != nil {
+			return fmt.Errorf("-loads: %w", err)
+		}
+		return b.runCompare(ctx, root, strings.Split(*contenders, ","), strings.Fields(*relayArgs), *runs, ls, *phase, *backlog, *out)
+	}
 
 	rep := report{Machine: machine(), Command: "go run ./cmd/outbox-bench " + strings.Join(os.Args[1:], " "), Runs: *runs, Started: time.Now().UTC()}
 	for _, n := range ns {

@@ -40,7 +40,7 @@ func (r *relayer) session(ctx context.Context, start pglogrepl.LSN) (bool, error
 		dlq = cfg.DeadLetterTopic
 	}
 	writer := sink.NewWriter(sink.Config{
-		Brokers: cfg.KafkaBrokers, Topics: r.topics, BatchSize: cfg.BatchSize, BatchTimeout: cfg.BatchTimeout,
+		Brokers: cfg.KafkaBrokers, Topics: r.topics, BatchSize: cfg.BatchSize, BatchTimeout: cfg.BatchTimeout, Compression: sink.Codec(cfg.Compression),
 		MaxMessageBytes: cfg.MaxMessageBytes, AutoCreateTopics: cfg.AutoCreateTopics, MissingTopicTimeout: cfg.MissingTopicTimeout,
 		DeadLetterTopic: dlq, Envelope: cfg.Envelope, CloudEventsSource: cfg.CloudEventsSource, MetadataHeaders: cfg.MetadataHeaders,
 		Security: r.security, Observer: r.metrics, Logger: log,
@@ -58,7 +58,7 @@ func (r *relayer) session(ctx context.Context, start pglogrepl.LSN) (bool, error
 		}
 	})
 	stream, err := replication.Connect(ctx, replication.StreamConfig{
-		URL: cfg.PostgresURL, Slot: cfg.Slot, Publication: cfg.Publication, StatusInterval: cfg.StatusInterval,
+		URL: cfg.PostgresURL, Slot: cfg.Slot, Publication: cfg.Publication, StatusInterval: cfg.StatusInterval, ConfirmEvery: cfg.ConfirmInterval,
 		ReceiveTimeout: cfg.ReceiveTimeout, Logger: log,
 	}, track)
 	if err != nil {

@@ -2,13 +2,16 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // rows returns n rows for aggregates agg-0 .. agg-(aggs-1) of type typ, with
@@ -40,7 +43,7 @@ func insertAll(o *outbox, w *written, rows []row, txSize int, pause time.Duratio
 	for i := 0; i < len(rows); i += txSize {
 		time.Sleep(pause)
 		batch := rows[i:min(i+txSize, len(rows))]
-		if err := o.insertTx(context.Background(), batch, true); err != nil {
+		if err := o.commitRiding(batch); err != nil {
 			return err
 		}
 		w.mu.Lock()
@@ -50,6 +53,61 @@ func insertAll(o *outbox, w *written, rows []row, txSize int, pause time.Duratio
 		w.mu.Unlock()
 	}
 	return nil
+}
+
+// commitRiding commits rows in one transaction, riding out the faults the
+// tests cause: a Postgres restart or a cut connection. After a failure it
+// asks a fresh connection whether the transaction is in (its rows are all
+// there or none are) and retries only when it is not, so a retry never
+// inserts a row twice. Errors that are not about the connection (SQL errors)
+// are returned at once.
+func (o *outbox) commitRiding(rows []row) error {
+	ids := make([]string, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+	}
+	deadline := time.Now().Add(time.Minute)
+	for attempt := 0; ; attempt++ {
+		err := o.insertTx(context.Background(), rows, true)
+		if err == nil || !connectionFault(err) {
+			return err
+		}
+		// Did the commit land before the connection went? Ask until a
+		// connection answers.
+		for {
+			var n int
+			qerr := o.db.QueryRow(context.Background(),
+				fmt.Sprintf("SELECT count(*) FROM %s WHERE id::text = ANY($1)", o.name), ids).Scan(&n)
+			if qerr == nil {
+				if n == len(rows) {
+					return nil
+				}
+				if n != 0 {
+					return fmt.Errorf("%d of %d rows of one transaction present after %v", n, len(rows), err)
+				}
+				break
+			}
+			if !connectionFault(qerr) || time.Now().After(deadline) {
+				return fmt.Errorf("insert: %w; then asking whether it committed: %w", err, qerr)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("insert still failing after a minute (%d attempts): %w", attempt+1, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// connectionFault reports whether err is about the connection rather than
+// the statement: the server shutting down or restarting (SQLSTATE class 57),
+// a connection exception (class 08), or no answer from the server at all.
+func connectionFault(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return strings.HasPrefix(pgErr.Code, "57") || strings.HasPrefix(pgErr.Code, "08")
+	}
+	return !errors.Is(err, context.Canceled)
 }
 
 // insertInBackground runs insertAll in a goroutine; wait returns its error.

@@ -112,7 +112,6 @@ func TestMetricsAndProbes(t *testing.T) {
 		`outbox_cdc_events_dead_lettered_total{reason="null_column"}`:        1,
 		`outbox_cdc_events_dead_lettered_total{reason="invalid_headers"}`:    2,
 		`outbox_cdc_event_latency_seconds_count`:                             500,
-		`outbox_cdc_produce_batch_messages_sum`:                              500,
 		`outbox_cdc_in_flight_events`:                                        0,
 		`outbox_cdc_in_flight_bytes`:                                         0,
 		`outbox_cdc_streaming`:                                               1,
@@ -133,6 +132,21 @@ func TestMetricsAndProbes(t *testing.T) {
 	}
 	if m["outbox_cdc_received_lsn"] < m["outbox_cdc_confirmed_lsn"] {
 		t.Errorf("received %s below confirmed %s", pglsn(m["outbox_cdc_received_lsn"]), pglsn(m["outbox_cdc_confirmed_lsn"]))
+	}
+	// Produce requests: every event and dead letter went in one (a retry,
+	// such as one while a topic is being created, sends records again), and
+	// the batch histogram has one sample per request.
+	if req, rec := m["outbox_cdc_produce_requests_total"], m["outbox_cdc_produce_records_total"]; req < 1 || rec < 503 || rec > 503+50 {
+		t.Errorf("%v produce requests carrying %v records; want at least one, and 503 records plus a few retries", req, rec)
+	}
+	if n, req := m["outbox_cdc_produce_batch_messages_count"], m["outbox_cdc_produce_requests_total"]; n != req {
+		t.Errorf("batch histogram has %v samples for %v requests", n, req)
+	}
+	if m["outbox_cdc_produce_batch_messages_sum"] != m["outbox_cdc_produce_records_total"] {
+		t.Errorf("batch histogram sums to %v records, the counter says %v", m["outbox_cdc_produce_batch_messages_sum"], m["outbox_cdc_produce_records_total"])
+	}
+	if m["outbox_cdc_kafka_sent_bytes_total"] < 500*50 {
+		t.Errorf("outbox_cdc_kafka_sent_bytes_total %v: less than the events' own bytes", m["outbox_cdc_kafka_sent_bytes_total"])
 	}
 	// The histogram's buckets are cumulative: every event is in +Inf.
 	if b := m[`outbox_cdc_event_latency_seconds_bucket{le="+Inf"}`]; b != 500 {

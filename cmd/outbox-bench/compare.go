@@ -1,0 +1,389 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/errgroup"
+)
+
+// load is one steady phase: tx transactions a second of rows rows each.
+type load struct{ TxPerSec, Rows int }
+
+func (l load) String() string { return fmt.Sprintf("%d tx/s × %d", l.TxPerSec, l.Rows) }
+
+func parseLoads(s string) ([]load, error) {
+	var out []load
+	for _, f := range strings.Split(s, ",") {
+		tx, rows, ok := strings.Cut(strings.TrimSpace(f), "x")
+		if !ok {
+			rows = "1"
+		}
+		t, err1 := strconv.Atoi(tx)
+		r, err2 := strconv.Atoi(rows)
+		if err1 != nil || err2 != nil || t <= 0 || r <= 0 {
+			return nil, fmt.Errorf("%q: want TXPERSECxROWS such as 1000x1", f)
+		}
+		out = append(out, load{t, r})
+	}
+	return out, nil
+}
+
+// phaseResult is one relay (or the bare reader) at one load, one round.
+type phaseResult struct {
+	Relay         string
+	Round         int
+	Load          load
+	Events        int
+	AchievedTx    float64 // transactions a second the writers sustained
+	P50, P99, Max float64 // commit return → receipt, ms
+	RelayUs       float64 // relay CPU µs per event
+	BrokerUs      float64 // broker CPU µs per event
+	WalsenderUs   float64 // walsender CPU µs per event
+	Requests      float64 // produce requests per second (outbox-cdc only, from /metrics)
+	RecordsPerReq float64
+}
+
+// drainRun is one relay draining a backlog, one round.
+type drainRun struct {
+	Relay      string
+	Round      int
+	N          int
+	Rate       float64 // events/s from the first receipt to the last
+	CPUPer100k float64 // relay CPU seconds per 100k events over that span
+	BrokerPer  float64 // broker CPU seconds per 100k events
+	PeakRSSMiB float64
+}
+
+// tracker matches each event id's commit return to its receipt.
+type tracker struct {
+	mu        sync.Mutex
+	committed map[string]time.Time
+	received  map[string]time.Time
+	first     time.Time
+	last      time.Time
+}
+
+func newTracker() *tracker {
+	return &tracker{committed: map[string]time.Time{}, received: map[string]time.Time{}}
+}
+
+func (t *tracker) commit(ids []string, at time.Time) {
+	t.mu.Lock()
+	for _, id := range ids {
+		t.committed[id] = at
+	}
+	t.mu.Unlock()
+}
+
+func (t *tracker) receive(id string, at time.Time) {
+	t.mu.Lock()
+	if _, dup := t.received[id]; !dup {
+		t.received[id] = at
+		if t.first.IsZero() {
+			t.first = at
+		}
+		t.last = at
+	}
+	t.mu.Unlock()
+}
+
+// waitAll waits until every committed id was received.
+func (t *tracker) waitAll(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		t.mu.Lock()
+		missing := 0
+		for id := range t.committed {
+			if _, ok := t.received[id]; !ok {
+				missing++
+			}
+		}
+		total := len(t.committed)
+		t.mu.Unlock()
+		if missing == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("%d of %d events not received %s after the writers stopped", missing, total, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// latencies returns commit → receipt in ms of the events committed after
+// from, sorted.
+func (t *tracker) latencies(from time.Time) []float64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []float64
+	for id, c := range t.committed {
+		if r, ok := t.received[id]; ok && c.After(from) {
+			out = append(out, float64(r.Sub(c).Microseconds())/1000)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// consumer reads topic from the start with franz-go (a client independent
+// of both relays) and reports each record's id header to t.
+func (b *bench) consumer(ctx context.Context, topic string, t func() *tracker) (stop func(), err error) {
+	client, err := kgo.NewClient(kgo.SeedBrokers(b.brokers), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for cctx.Err() == nil {
+			fetches := client.PollFetches(cctx)
+			now := time.Now()
+			tr := t()
+			fetches.EachRecord(func(r *kgo.Record) {
+				for _, h := range r.Headers {
+					if h.Key == "id" {
+						tr.receive(strings.Trim(string(h.Value), `"`), now)
+						break
+					}
+				}
+			})
+		}
+	})
+	return func() { cancel(); wg.Wait(); client.Close() }, nil
+}
+
+// write commits l's transactions for d from four connections, each on its
+// own schedule, recording each event's commit return in t.
+func (b *bench) write(ctx context.Context, pool *pgxpool.Pool, table string, l load, d time.Duration, t *tracker) (achieved float64, err error) {
+	const writers = 4
+	interval := time.Duration(float64(time.Second) * writers / float64(l.TxPerSec))
+	sql := fmt.Sprintf(`INSERT INTO %s SELECT id, 'order', 'agg-' || (abs(hashtext(id::text)) %% 1000), 'created', %s
+		FROM unnest($1::uuid[]) WITH ORDINALITY AS u(id, g)`, table, payloadSQL)
+	began := time.Now()
+	wctx, stop := context.WithTimeout(ctx, d)
+	defer stop()
+	var txs sync.Map
+	g, gctx := errgroup.WithContext(wctx)
+	for w := range writers {
+		g.Go(func() error {
+			n := 0
+			defer func() { txs.Store(w, n) }()
+			for i := 0; ; i++ {
+				next := began.Add(time.Duration(i)*interval + time.Duration(w)*interval/writers)
+				select {
+				case <-gctx.Done():
+					return nil
+				case <-time.After(time.Until(next)):
+				}
+				ids := make([]string, l.Rows)
+				for j := range ids {
+					ids[j] = uuid.NewString()
+				}
+				if _, err := pool.Exec(gctx, sql, ids); err != nil {
+					if gctx.Err() != nil {
+						return nil
+					}
+					return err
+				}
+				t.commit(ids, time.Now())
+				n++
+			}
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return 0, err
+	}
+	total := 0
+	txs.Range(func(_, v any) bool { total += v.(int); return true })
+	return float64(total) / time.Since(began).Seconds(), nil
+}
+
+// walsender returns the PID of the walsender streaming slot, or 0.
+func (b *bench) walsender(ctx context.Context, slot string) int {
+	var pid *int32
+	_ = b.db.QueryRow(ctx, "SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&pid)
+	if pid == nil {
+		return 0
+	}
+	return int(*pid)
+}
+
+// compare runs every contender on the same Postgres and broker, one at a
+// time, rounds times, alternating their order from round to round; and the
+// bare reader's latency ceiling at the same loads.
+func (b *bench) compare(ctx context.Context, contenders []contender, rounds int, loads []load, d time.Duration, backlog int) ([]phaseResult, []drainRun, error) {
+	var phases []phaseResult
+	var drains []drainRun
+	for round := range rounds {
+		order := slices.Clone(contenders)
+		if round%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, c := range order {
+			ps, dr, err := b.compareOne(ctx, c, round+1, loads, d, backlog)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s, round %d: %w", c.name, round+1, err)
+			}
+			phases = append(phases, ps...)
+			drains = append(drains, dr)
+		}
+		for _, l := range loads {
+			r, err := b.ceilingLatency(ctx, l, d)
+			if err != nil {
+				return nil, nil, fmt.Errorf("bare reader at %s, round %d: %w", l, round+1, err)
+			}
+			r.Round = round + 1
+			fmt.Fprintf(os.Stderr, "round %d bare reader %s: p50 %.1f ms, p99 %.1f ms, max %.1f ms, walsender %.0f µs/event\n",
+				round+1, l, r.P50, r.P99, r.Max, r.WalsenderUs)
+			phases = append(phases, r)
+		}
+	}
+	return phases, drains, nil
+}
+
+// compareOne is one contender in one round: a warm-up, each load, then a
+// backlog written while it is stopped and drained when it starts again.
+func (b *bench) compareOne(ctx context.Context, c contender, round int, loads []load, d time.Duration, backlog int) ([]phaseResult, drainRun, error) {
+	name := fmt.Sprintf("cmp_%s_%d", strings.ReplaceAll(c.name, "-", ""), time.Now().UnixNano()%1e9)
+	dr := drainRun{Relay: c.name, Round: round, N: backlog}
+	if _, err := b.db.Exec(ctx, "CREATE TABLE "+name+" "+outboxDDL); err != nil {
+		return nil, dr, err
+	}
+	defer b.cleanup(name, name)
+	topic := name + ".order"
+	createTopics(ctx, b.brokers, topic)
+	pool, err := pgxpool.New(ctx, b.pgURL)
+	if err != nil {
+		return nil, dr, err
+	}
+	defer pool.Close()
+
+	var mu sync.Mutex
+	cur := newTracker()
+	current := func() *tracker { mu.Lock(); defer mu.Unlock(); return cur }
+	use := func(t *tracker) { mu.Lock(); cur = t; mu.Unlock() }
+	stopConsumer, err := b.consumer(ctx, topic, current)
+	if err != nil {
+		return nil, dr, err
+	}
+	defer stopConsumer()
+
+	cmd, err := c.start(ctx, name)
+	if err != nil {
+		return nil, dr, fmt.Errorf("start: %w", err)
+	}
+	defer func() { _ = cmd.Process.Kill() }()
+	if err := b.waitActive(ctx, name); err != nil {
+		return nil, dr, err
+	}
+	// Warm-up, not measured: connections, JIT, the broker's first appends.
+	if _, err := b.write(ctx, pool, name, load{1000, 1}, 5*time.Second, cur); err != nil {
+		return nil, dr, err
+	}
+	if err := cur.waitAll(ctx, 2*time.Minute); err != nil {
+		return nil, dr, fmt.Errorf("warm-up: %w", err)
+	}
+	var out []phaseResult
+	for _, l := range loads {
+		t := newTracker()
+		use(t)
+		wal := b.walsender(ctx, name)
+		r0, b0, w0 := procCPU(cmd.Process.Pid), procCPU(b.brokerPID), procCPU(wal)
+		m0 := scrapeRequests(c.name, b.metricsAddr)
+		began := time.Now()
+		achieved, err := b.write(ctx, pool, name, l, d, t)
+		if err != nil {
+			return nil, dr, err
+		}
+		if err := t.waitAll(ctx, 2*time.Minute); err != nil {
+			return nil, dr, fmt.Errorf("%s: %w", l, err)
+		}
+		r1, b1, w1 := procCPU(cmd.Process.Pid), procCPU(b.brokerPID), procCPU(wal)
+		m1 := scrapeRequests(c.name, b.metricsAddr)
+		lat := t.latencies(began.Add(time.Second))
+		if len(lat) == 0 {
+			return nil, dr, fmt.Errorf("%s: no event received", l)
+		}
+		n := float64(len(t.committed))
+		pr := phaseResult{Relay: c.name, Round: round, Load: l, Events: len(t.committed), AchievedTx: achieved,
+			P50: quantile(lat, 0.5), P99: quantile(lat, 0.99), Max: lat[len(lat)-1],
+			RelayUs: (r1 - r0) / n * 1e6, BrokerUs: (b1 - b0) / n * 1e6, WalsenderUs: (w1 - w0) / n * 1e6}
+		if m1.requests > m0.requests {
+			secs := time.Since(began).Seconds()
+			pr.Requests = (m1.requests - m0.requests) / secs
+			pr.RecordsPerReq = (m1.records - m0.records) / (m1.requests - m0.requests)
+		}
+		fmt.Fprintf(os.Stderr, "round %d %s %s: %d events, p50 %.1f ms, p99 %.1f ms, max %.1f ms; CPU µs/event relay %.0f, broker %.0f, walsender %.0f; %.0f req/s of %.1f records\n",
+			round, c.name, l, pr.Events, pr.P50, pr.P99, pr.Max, pr.RelayUs, pr.BrokerUs, pr.WalsenderUs, pr.Requests, pr.RecordsPerReq)
+		out = append(out, pr)
+	}
+
+	// Backlog: written while the relay is stopped, drained when it starts
+	// again; timed from its first receipt to its last.
+	if err := stopGently(cmd); err != nil {
+		return nil, dr, fmt.Errorf("stop before the backlog: %w", err)
+	}
+	t := newTracker()
+	use(t)
+	for i := 0; i < backlog; i += 100 {
+		ids := make([]string, min(100, backlog-i))
+		for j := range ids {
+			ids[j] = uuid.NewString()
+		}
+		if _, err := pool.Exec(ctx, fmt.Sprintf(`INSERT INTO %s SELECT id, 'order', 'agg-' || (abs(hashtext(id::text)) %% 1000), 'created', %s
+			FROM unnest($1::uuid[]) WITH ORDINALITY AS u(id, g)`, name, payloadSQL), ids); err != nil {
+			return nil, dr, err
+		}
+		t.commit(ids, time.Now())
+	}
+	if cmd, err = c.start(ctx, name); err != nil {
+		return nil, dr, fmt.Errorf("restart: %w", err)
+	}
+	// CPU from the first receipt, so that a JVM's start is not counted.
+	var r0, b0 float64
+	for {
+		t.mu.Lock()
+		started := !t.first.IsZero()
+		t.mu.Unlock()
+		if started {
+			r0, b0 = procCPU(cmd.Process.Pid), procCPU(b.brokerPID)
+			break
+		}
+		if exited(cmd) {
+			return nil, dr, errors.New("relay exited before draining")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if err := t.waitAll(ctx, 10*time.Minute); err != nil {
+		return nil, dr, fmt.Errorf("drain: %w", err)
+	}
+	r1, b1 := procCPU(cmd.Process.Pid), procCPU(b.brokerPID)
+	dr.PeakRSSMiB = peakRSS(cmd.Process.Pid)
+	span := t.last.Sub(t.first).Seconds()
+	dr.Rate = float64(backlog) / span
+	dr.CPUPer100k = (r1 - r0) / float64(backlog) * 1e5
+	dr.BrokerPer = (b1 - b0) / float64(backlog) * 1e5
+	fmt.Fprintf(os.Stderr, "round %d %s drain of %d: %.0f events/s, CPU %.2f s/100k (broker %.2f), peak RSS %.0f MiB\n",
+		round, c.name, backlog, dr.Rate, dr.CPUPer100k, dr.BrokerPer, dr.PeakRSSMiB)
+	if err := stopGently(cmd); err != nil {
+		return nil, dr, fmt.Errorf("stop: %w", err)
+	}
+	return out, dr, nil
+}
+
+func exited(cmd *exec.Cmd) bool {
+	return cmd.ProcessState != nil || cmd.Process.Signal(syscallZero) != nil
+}

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// contender is one relay of the side-by-side comparison, started on a
+// table of its own and stopped with SIGTERM.
+type contender struct {
+	name  string
+	start func(ctx context.Context, table string) (*exec.Cmd, error)
+}
+
+// outboxCDC runs the outbox-cdc binary at its defaults, plus extra flags.
+func (b *bench) outboxCDC(extra []string) contender {
+	return contender{name: "outbox-cdc", start: func(_ context.Context, table string) (*exec.Cmd, error) {
+		cmd := b.relayCmd(table, table, nil)
+		cmd.Args = append(cmd.Args, extra...)
+		return cmd, cmd.Start()
+	}}
+}
+
+// debezium runs Debezium's PostgreSQL connector with the outbox EventRouter
+// on Kafka Connect standalone, set up as the project's issue describes:
+// StringConverter keys and values, pgoutput, snapshot.mode=no_data, the
+// producer at its defaults, max.batch.size=8192, max.queue.size=32768,
+// poll.interval.ms=5, -Xmx1g. Its offsets live in a file per table, so a
+// restart resumes where it stopped.
+func (b *bench) debezium(libs string) contender {
+	return contender{name: "debezium", start: func(_ context.Context, table string) (*exec.Cmd, error) {
+		pc, err := pgconn.ParseConfig(b.pgURL)
+		if err != nil {
+			return nil, err
+		}
+		dir := filepath.Join(b.tmp, "debezium-"+table)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		worker := strings.Join([]string{
+			"bootstrap.servers=" + b.brokers,
+			"key.converter=org.apache.kafka.connect.storage.StringConverter",
+			"value.converter=org.apache.kafka.connect.storage.StringConverter",
+			"offset.storage.file.filename=" + filepath.Join(dir, "offsets.dat"),
+			"listeners=http://127.0.0.1:" + strconv.Itoa(port),
+			"plugin.path=",
+		}, "\n") + "\n"
+		connector := strings.Join([]string{
+			"name=" + table,
+			"connector.class=io.debezium.connector.postgresql.PostgresConnector",
+			"tasks.max=1",
+			"plugin.name=pgoutput",
+			"database.hostname=" + pc.Host,
+			"database.port=" + strconv.Itoa(int(pc.Port)),
+			"database.user=" + pc.User,
+			"database.password=" + pc.Password,
+			"database.dbname=" + pc.Database,
+			"topic.prefix=" + table,
+			"slot.name=" + table,
+			"publication.name=" + table,
+			"publication.autocreate.mode=filtered",
+			"table.include.list=public." + table,
+			"snapshot.mode=no_data",
+			"max.batch.size=8192",
+			"max.queue.size=32768",
+			"poll.interval.ms=5",
+			"transforms=outbox",
+			"transforms.outbox.type=io.debezium.transforms.outbox.EventRouter",
+			"transforms.outbox.table.field.event.key=aggregate_id",
+			"transforms.outbox.route.by.field=aggregate_type",
+			"transforms.outbox.route.topic.replacement=" + table + ".${routedByValue}",
+		}, "\n") + "\n"
+		log4j := "log4j.rootLogger=WARN, stderr\nlog4j.appender.stderr=org.apache.log4j.ConsoleAppender\n" +
+			"log4j.appender.stderr.Target=System.err\nlog4j.appender.stderr.layout=org.apache.log4j.PatternLayout\n" +
+			"log4j.appender.stderr.layout.ConversionPattern=[%d] %p %m (%c)%n\n"
+		for name, body := range map[string]string{"worker.properties": worker, "connector.properties": connector, "log4j.properties": log4j} {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+				return nil, err
+			}
+		}
+		cmd := exec.Command("java", "-Xmx1g", "-Dlog4j.configuration=file:"+filepath.Join(dir, "log4j.properties"),
+			"-cp", filepath.Join(libs, "*"), "org.apache.kafka.connect.cli.ConnectStandalone",
+			filepath.Join(dir, "worker.properties"), filepath.Join(dir, "connector.properties"))
+		logf, err := os.OpenFile(filepath.Join(dir, "connect.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, err
+		}
+		cmd.Stdout, cmd.Stderr = logf, logf
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		return cmd, cmd.Start()
+	}}
+}
+
+// fetchDebezium resolves Debezium's jars through scripts/debezium.sh and
+// returns their directory.
+func fetchDebezium(root string) (string, error) {
+	out, err := exec.Command(filepath.Join(root, "scripts", "debezium.sh"), "fetch").Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return "", fmt.Errorf("scripts/debezium.sh fetch: %s", strings.TrimSpace(string(ee.Stderr)))
+		}
+		return "", err
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if dir, ok := strings.CutPrefix(line, "libs="); ok {
+			return dir, nil
+		}
+	}
+	return "", errors.New("scripts/debezium.sh fetch printed no libs= line")
+}
+
+// stopGently ends a relay with SIGTERM, waiting up to a minute before
+// SIGKILL.
+func stopGently(cmd *exec.Cmd) error {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.ExitCode() == 143 { // the JVM's answer to SIGTERM
+			return nil
+		}
+		return err
+	case <-time.After(time.Minute):
+		_ = cmd.Process.Kill()
+		<-done
+		return errors.New("did not stop within a minute of SIGTERM")
+	}
+}
+
+// procCPU returns the CPU seconds (user and system) process pid has used,
+// from /proc/PID/stat; 0 when it cannot be read.
+func procCPU(pid int) float64 {
+	if pid <= 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) may hold spaces: count from its ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	return (utime + stime) / 100 // USER_HZ is 100 on Linux
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

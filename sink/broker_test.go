@@ -1,0 +1,175 @@
+package sink
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/outbox-cdc/outbox-cdc/decode"
+)
+
+// TestOnePartitionFailsInAMultiPartitionRequest: requests carry several
+// partitions, and the fake broker fails only partition 1 of them, with a
+// retriable error, in two requests of every three. The other partitions'
+// batches in those requests are written and acknowledged once; partition
+// 1's batch is retried alone-in-its-partition, and each key's events still
+// first appear in the order they were published.
+func TestOnePartitionFailsInAMultiPartitionRequest(t *testing.T) {
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "events"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	var requests, multi, withOne, injected atomic.Int64
+	partitions := func(preq *kmsg.ProduceRequest) (n int, hasOne bool) {
+		for _, rt := range preq.Topics {
+			for _, rp := range rt.Partitions {
+				n++
+				hasOne = hasOne || rp.Partition == 1
+			}
+		}
+		return n, hasOne
+	}
+	cluster.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		cluster.KeepControl()
+		requests.Add(1)
+		if n, _ := partitions(req.(*kmsg.ProduceRequest)); n > 1 {
+			multi.Add(1)
+		}
+		return nil, nil, false
+	})
+	// Partition 1 alone fails, in two of every three multi-partition
+	// requests that carry it; the request's other partitions are written.
+	cluster.Fault(kfake.Fault{
+		Keys: []kmsg.Key{kmsg.Produce}, Topic: "events", Partitions: []int32{1},
+		Err: kerr.NotLeaderForPartition, Count: -1,
+		When: func(req kmsg.Request) bool {
+			n, hasOne := partitions(req.(*kmsg.ProduceRequest))
+			if n < 2 || !hasOne || withOne.Add(1)%3 == 0 {
+				return false
+			}
+			injected.Add(1)
+			return true
+		},
+	})
+
+	topic, err := ParseTopic("events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const events, keys = 4000, 40
+	var mu sync.Mutex
+	acked := make(map[uint64]int, events)
+	var failed []error
+	allAcked := make(chan struct{})
+	w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 50, BatchTimeout: 3 * time.Millisecond,
+		AutoCreateTopics: true, MissingTopicTimeout: 10 * time.Second}, func(token uint64, _ bool, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			failed = append(failed, err)
+			return
+		}
+		acked[token]++
+		if len(acked) == events {
+			close(allAcked)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i := range events {
+		ev := &decode.Event{ID: fmt.Sprint(i), AggregateType: "t", AggregateID: fmt.Sprintf("k%d", i%keys), EventType: "e",
+			Payload: binary.BigEndian.AppendUint32(nil, uint32(i/keys))}
+		if err := w.Publish(ctx, ev, uint64(i)); err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+		if i%40 == 0 {
+			time.Sleep(4 * time.Millisecond) // let many requests go
+		}
+	}
+	select {
+	case <-allAcked:
+	case <-ctx.Done():
+		mu.Lock()
+		t.Fatalf("%d of %d events acknowledged after a minute; failures: %v", len(acked), events, failed)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	for token, n := range acked {
+		if n != 1 {
+			t.Errorf("event %d acknowledged %d times", token, n)
+		}
+	}
+	if len(failed) > 0 {
+		t.Errorf("%d failures reported for retriable errors: %v", len(failed), failed[0])
+	}
+	mu.Unlock()
+	if injected.Load() < 2 || multi.Load() == 0 {
+		t.Fatalf("%d multi-partition requests, %d with partition 1 failed: the test proves nothing", multi.Load(), injected.Load())
+	}
+
+	next := map[string]uint32{}
+	seen := map[string]bool{}
+	dups := map[int]int{}
+	for p := range 4 {
+		for _, m := range readPartition(ctx, t, cluster.ListenAddrs(), "events", p) {
+			id := string(m.Headers[0].Value)
+			if seen[id] {
+				dups[p]++
+				continue
+			}
+			seen[id] = true
+			n := binary.BigEndian.Uint32(m.Value)
+			if n != next[string(m.Key)] {
+				t.Errorf("key %s: event %d first delivered when %d was next", m.Key, n, next[string(m.Key)])
+			}
+			next[string(m.Key)] = n + 1
+		}
+	}
+	if len(seen) != events {
+		t.Errorf("%d distinct events in the topic, want %d", len(seen), events)
+	}
+	for p, n := range dups {
+		if p != 1 && n > 0 {
+			t.Errorf("partition %d holds %d duplicates: a batch written once was sent again", p, n)
+		}
+	}
+	t.Logf("%d produce requests, %d carrying several partitions, %d with partition 1 failed and the others written; every event acknowledged once, order kept per key",
+		requests.Load(), multi.Load(), injected.Load())
+}
+
+// readPartition reads every record of one partition.
+func readPartition(ctx context.Context, t *testing.T, brokers []string, topic string, p int) []kafka.Message {
+	t.Helper()
+	conn, err := kafka.DialLeader(ctx, "tcp", brokers[0], topic, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, err := conn.ReadLastOffset()
+	conn.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: topic, Partition: p, MaxWait: 50 * time.Millisecond})
+	defer r.Close()
+	var out []kafka.Message
+	for off := int64(0); off < end; off++ {
+		m, err := r.ReadMessage(ctx)
+		if err != nil {
+			t.Fatalf("read partition %d: %v", p, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
