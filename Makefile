@@ -8,7 +8,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # Release targets for `make dist`.
 PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 
-.PHONY: build dist image demo test test-short bench fuzz clean
+.PHONY: build dist image demo test test-short bench bench-compare fuzz clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/outbox-cdc ./cmd/outbox-cdc
@@ -41,6 +41,11 @@ test-short:
 
 bench:
 	$(GO) run ./cmd/outbox-bench
+
+# outbox-cdc beside Debezium (resolved by scripts/debezium.sh) on one Postgres
+# and broker, 3 rounds in alternating order (about 25 minutes; CI does not run it).
+bench-compare:
+	$(GO) run ./cmd/outbox-bench -compare
 
 fuzz:
 	$(GO) test -run XXX -fuzz FuzzDecode -fuzztime 60s ./decode/

@@ -173,3 +173,66 @@ func readPartition(ctx context.Context, t *testing.T, brokers []string, topic st
 	}
 	return out
 }
+
+// TestTrickleSharesRequests: events trickling into six partitions, one a
+// millisecond, share produce requests: each request carries every partition
+// with events waiting, and requests to the broker are at most one per
+// BatchTimeout while events keep coming. (Counts, not timings, are
+// asserted: a slower machine only makes batches larger.)
+func TestTrickleSharesRequests(t *testing.T) {
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(6, "events"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	var requests, multi atomic.Int64
+	cluster.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		cluster.KeepControl()
+		requests.Add(1)
+		n := 0
+		for _, rt := range req.(*kmsg.ProduceRequest).Topics {
+			n += len(rt.Partitions)
+		}
+		if n > 1 {
+			multi.Add(1)
+		}
+		return nil, nil, false
+	})
+	topic, err := ParseTopic("events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const events = 300
+	var acked atomic.Int64
+	all := make(chan struct{})
+	w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 1000, BatchTimeout: 10 * time.Millisecond,
+		AutoCreateTopics: true, MissingTopicTimeout: 10 * time.Second}, func(_ uint64, _ bool, err error) {
+		if err != nil {
+			t.Errorf("event failed: %v", err)
+		}
+		if acked.Add(1) == events {
+			close(all)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i := range events {
+		ev := &decode.Event{ID: fmt.Sprint(i), AggregateType: "t", AggregateID: fmt.Sprintf("k%d", i), EventType: "e", Payload: []byte("{}")}
+		if err := w.Publish(ctx, ev, uint64(i)); err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case <-all:
+	case <-ctx.Done():
+		t.Fatalf("%d of %d events acknowledged after a minute", acked.Load(), events)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if requests.Load() > events/3 || multi.Load() == 0 {
+		t.Errorf("%d produce requests for %d trickling events (%d with several partitions): requests are not shared", requests.Load(), events, multi.Load())
+	}
+	t.Logf("%d events one a millisecond over 6 partitions: %d produce requests, %d of them with several partitions", events, requests.Load(), multi.Load())
+}

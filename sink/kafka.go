@@ -62,14 +62,16 @@ type Config struct {
 // order within a partition.
 type Done func(token uint64, dead bool, err error)
 
-// Writer publishes events to Kafka asynchronously, through one goroutine per
-// partition that keeps one produce request in flight: what arrives while a
-// request is out is sent together in the next one, so batches grow with the
-// broker's round trip instead of queueing behind it (kafka-go's Writer
-// sends fixed-time batches one by one, and falls behind once a round trip
-// outlasts its batch timeout). One request in flight also means a retried
-// batch can never be overtaken: one key's events keep their order. It
-// dead-letters what Kafka can never accept.
+// Writer publishes events to Kafka asynchronously. Each event joins its
+// partition's queue; one sender per broker keeps one produce request in
+// flight, carrying a batch of every partition that broker leads with events
+// waiting (see sender). What arrives while a request is out goes in the
+// next one, so batches grow with the broker's round trip instead of
+// queueing behind it, and a trickle over many partitions costs one request
+// per round rather than one per partition. A partition has at most one
+// batch out, and a batch that failed is sent again before anything newer
+// of its partition: one key's events keep their order. It dead-letters what
+// Kafka can never accept.
 type Writer struct {
 	cfg        Config
 	client     *kafka.Client
@@ -159,6 +161,9 @@ func NewWriter(cfg Config, done Done) *Writer {
 	}
 	if cfg.Observer == nil {
 		cfg.Observer = nopObserver{}
+	}
+	if cfg.Compression == kafka.Lz4 {
+		useSmallLZ4Blocks()
 	}
 	w := &Writer{
 		cfg: cfg, log: log, done: done, missing: missingTopics{since: map[string]time.Time{}},

@@ -132,13 +132,13 @@ func readCommits(ctx context.Context, conn *pgconn.PgConn, t *tracker) error {
 }
 
 // requestCount is outbox-cdc's produce request and record counters.
-type requestCount struct{ requests, records float64 }
+type requestCount struct{ requests, records, sent float64 }
 
 // scrapeRequests reads outbox-cdc's produce counters from its /metrics;
 // zero for other relays or when unreachable.
 func scrapeRequests(relay, addr string) requestCount {
 	var c requestCount
-	if relay != "outbox-cdc" || addr == "" {
+	if !strings.HasPrefix(relay, "outbox-cdc") || addr == "" {
 		return c
 	}
 	resp, err := http.Get("http://" + addr + "/metrics")
@@ -158,6 +158,8 @@ func scrapeRequests(relay, addr string) requestCount {
 			c.requests = v
 		case "outbox_cdc_produce_records_total":
 			c.records = v
+		case "outbox_cdc_kafka_sent_bytes_total":
+			c.sent = v
 		}
 	}
 	return c

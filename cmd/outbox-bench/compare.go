@@ -10,10 +10,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 )
@@ -53,6 +55,11 @@ type phaseResult struct {
 	WalsenderUs   float64 // walsender CPU µs per event
 	Requests      float64 // produce requests per second (outbox-cdc only, from /metrics)
 	RecordsPerReq float64
+	// Batches is record batches a second as the consumer reads them: one
+	// per partition per produce request, whichever relay wrote them.
+	Batches float64
+	// SentBytes is bytes written to Kafka per event (outbox-cdc only).
+	SentBytes float64
 }
 
 // drainRun is one relay draining a backlog, one round.
@@ -64,6 +71,7 @@ type drainRun struct {
 	CPUPer100k float64 // relay CPU seconds per 100k events over that span
 	BrokerPer  float64 // broker CPU seconds per 100k events
 	PeakRSSMiB float64
+	SentBytes  float64 // bytes written to Kafka per event (outbox-cdc only)
 }
 
 // tracker matches each event id's commit return to its receipt.
@@ -137,10 +145,18 @@ func (t *tracker) latencies(from time.Time) []float64 {
 	return out
 }
 
+// batchCounter counts the record batches a consumer reads.
+type batchCounter struct{ n atomic.Int64 }
+
+func (c *batchCounter) OnFetchBatchRead(kgo.BrokerMetadata, string, int32, kgo.FetchBatchMetrics) {
+	c.n.Add(1)
+}
+
 // consumer reads topic from the start with franz-go (a client independent
-// of both relays) and reports each record's id header to t.
-func (b *bench) consumer(ctx context.Context, topic string, t func() *tracker) (stop func(), err error) {
-	client, err := kgo.NewClient(kgo.SeedBrokers(b.brokers), kgo.ConsumeTopics(topic),
+// of both relays) and reports each record's id header to t, and each record
+// batch to batches.
+func (b *bench) consumer(ctx context.Context, topic string, t func() *tracker, batches *batchCounter) (stop func(), err error) {
+	client, err := kgo.NewClient(kgo.SeedBrokers(b.brokers), kgo.ConsumeTopics(topic), kgo.WithHooks(batches),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
 	if err != nil {
 		return nil, err
@@ -224,9 +240,12 @@ func (b *bench) walsender(ctx context.Context, slot string) int {
 // compare runs every contender on the same Postgres and broker, one at a
 // time, rounds times, alternating their order from round to round; and the
 // bare reader's latency ceiling at the same loads.
-func (b *bench) compare(ctx context.Context, contenders []contender, rounds int, loads []load, d time.Duration, backlog int) ([]phaseResult, []drainRun, error) {
+func (b *bench) compare(ctx context.Context, contenders []contender, rounds int, loads []load, d time.Duration, backlog int, ceiling bool) ([]phaseResult, []drainRun, error) {
 	var phases []phaseResult
 	var drains []drainRun
+	if err := b.warmBroker(ctx); err != nil {
+		return nil, nil, fmt.Errorf("warm the broker up: %w", err)
+	}
 	for round := range rounds {
 		order := slices.Clone(contenders)
 		if round%2 == 1 {
@@ -241,6 +260,9 @@ func (b *bench) compare(ctx context.Context, contenders []contender, rounds int,
 			drains = append(drains, dr)
 		}
 		for _, l := range loads {
+			if !ceiling {
+				break
+			}
 			r, err := b.ceilingLatency(ctx, l, d)
 			if err != nil {
 				return nil, nil, fmt.Errorf("bare reader at %s, round %d: %w", l, round+1, err)
@@ -257,7 +279,11 @@ func (b *bench) compare(ctx context.Context, contenders []contender, rounds int,
 // compareOne is one contender in one round: a warm-up, each load, then a
 // backlog written while it is stopped and drained when it starts again.
 func (b *bench) compareOne(ctx context.Context, c contender, round int, loads []load, d time.Duration, backlog int) ([]phaseResult, drainRun, error) {
-	name := fmt.Sprintf("cmp_%s_%d", strings.ReplaceAll(c.name, "-", ""), time.Now().UnixNano()%1e9)
+	short := "outboxcdc"
+	if !strings.HasPrefix(c.name, "outbox-cdc") {
+		short = c.name
+	}
+	name := fmt.Sprintf("cmp_%s_%d", short, time.Now().UnixNano()%1e9)
 	dr := drainRun{Relay: c.name, Round: round, N: backlog}
 	if _, err := b.db.Exec(ctx, "CREATE TABLE "+name+" "+outboxDDL); err != nil {
 		return nil, dr, err
@@ -275,7 +301,8 @@ func (b *bench) compareOne(ctx context.Context, c contender, round int, loads []
 	cur := newTracker()
 	current := func() *tracker { mu.Lock(); defer mu.Unlock(); return cur }
 	use := func(t *tracker) { mu.Lock(); cur = t; mu.Unlock() }
-	stopConsumer, err := b.consumer(ctx, topic, current)
+	batches := &batchCounter{}
+	stopConsumer, err := b.consumer(ctx, topic, current, batches)
 	if err != nil {
 		return nil, dr, err
 	}
@@ -303,6 +330,7 @@ func (b *bench) compareOne(ctx context.Context, c contender, round int, loads []
 		wal := b.walsender(ctx, name)
 		r0, b0, w0 := procCPU(cmd.Process.Pid), procCPU(b.brokerPID), procCPU(wal)
 		m0 := scrapeRequests(c.name, b.metricsAddr)
+		n0 := batches.n.Load()
 		began := time.Now()
 		achieved, err := b.write(ctx, pool, name, l, d, t)
 		if err != nil {
@@ -313,6 +341,7 @@ func (b *bench) compareOne(ctx context.Context, c contender, round int, loads []
 		}
 		r1, b1, w1 := procCPU(cmd.Process.Pid), procCPU(b.brokerPID), procCPU(wal)
 		m1 := scrapeRequests(c.name, b.metricsAddr)
+		n1 := batches.n.Load()
 		lat := t.latencies(began.Add(time.Second))
 		if len(lat) == 0 {
 			return nil, dr, fmt.Errorf("%s: no event received", l)
@@ -320,14 +349,16 @@ func (b *bench) compareOne(ctx context.Context, c contender, round int, loads []
 		n := float64(len(t.committed))
 		pr := phaseResult{Relay: c.name, Round: round, Load: l, Events: len(t.committed), AchievedTx: achieved,
 			P50: quantile(lat, 0.5), P99: quantile(lat, 0.99), Max: lat[len(lat)-1],
-			RelayUs: (r1 - r0) / n * 1e6, BrokerUs: (b1 - b0) / n * 1e6, WalsenderUs: (w1 - w0) / n * 1e6}
+			RelayUs: (r1 - r0) / n * 1e6, BrokerUs: (b1 - b0) / n * 1e6, WalsenderUs: (w1 - w0) / n * 1e6,
+			Batches: float64(n1-n0) / time.Since(began).Seconds()}
 		if m1.requests > m0.requests {
 			secs := time.Since(began).Seconds()
 			pr.Requests = (m1.requests - m0.requests) / secs
 			pr.RecordsPerReq = (m1.records - m0.records) / (m1.requests - m0.requests)
+			pr.SentBytes = (m1.sent - m0.sent) / n
 		}
-		fmt.Fprintf(os.Stderr, "round %d %s %s: %d events, p50 %.1f ms, p99 %.1f ms, max %.1f ms; CPU µs/event relay %.0f, broker %.0f, walsender %.0f; %.0f req/s of %.1f records\n",
-			round, c.name, l, pr.Events, pr.P50, pr.P99, pr.Max, pr.RelayUs, pr.BrokerUs, pr.WalsenderUs, pr.Requests, pr.RecordsPerReq)
+		fmt.Fprintf(os.Stderr, "round %d %s %s: %d events, p50 %.1f ms, p99 %.1f ms, max %.1f ms; CPU µs/event relay %.0f, broker %.0f, walsender %.0f; %.0f req/s of %.1f records, %.0f B/event sent; %.0f batches/s read\n",
+			round, c.name, l, pr.Events, pr.P50, pr.P99, pr.Max, pr.RelayUs, pr.BrokerUs, pr.WalsenderUs, pr.Requests, pr.RecordsPerReq, pr.SentBytes, pr.Batches)
 		out = append(out, pr)
 	}
 
@@ -372,12 +403,13 @@ func (b *bench) compareOne(ctx context.Context, c contender, round int, loads []
 	}
 	r1, b1 := procCPU(cmd.Process.Pid), procCPU(b.brokerPID)
 	dr.PeakRSSMiB = peakRSS(cmd.Process.Pid)
+	dr.SentBytes = scrapeRequests(c.name, b.metricsAddr).sent / float64(backlog)
 	span := t.last.Sub(t.first).Seconds()
 	dr.Rate = float64(backlog) / span
 	dr.CPUPer100k = (r1 - r0) / float64(backlog) * 1e5
 	dr.BrokerPer = (b1 - b0) / float64(backlog) * 1e5
-	fmt.Fprintf(os.Stderr, "round %d %s drain of %d: %.0f events/s, CPU %.2f s/100k (broker %.2f), peak RSS %.0f MiB\n",
-		round, c.name, backlog, dr.Rate, dr.CPUPer100k, dr.BrokerPer, dr.PeakRSSMiB)
+	fmt.Fprintf(os.Stderr, "round %d %s drain of %d: %.0f events/s, CPU %.2f s/100k (broker %.2f), peak RSS %.0f MiB, %.0f B/event sent\n",
+		round, c.name, backlog, dr.Rate, dr.CPUPer100k, dr.BrokerPer, dr.PeakRSSMiB, dr.SentBytes)
 	if err := stopGently(cmd); err != nil {
 		return nil, dr, fmt.Errorf("stop: %w", err)
 	}
@@ -386,4 +418,48 @@ func (b *bench) compareOne(ctx context.Context, c contender, round int, loads []
 
 func exited(cmd *exec.Cmd) bool {
 	return cmd.ProcessState != nil || cmd.Process.Signal(syscallZero) != nil
+}
+
+// warmBroker produces and consumes records shaped like the relays' for
+// about 20 seconds with a client that is neither relay, so that the JVM
+// broker's first phase (JIT compilation) penalises no contender.
+func (b *bench) warmBroker(ctx context.Context) error {
+	topic := fmt.Sprintf("warmup_%d", time.Now().UnixNano()%1e9)
+	createTopics(ctx, b.brokers, topic)
+	client, err := kgo.NewClient(kgo.SeedBrokers(b.brokers), kgo.ConsumeTopics(topic), kgo.DefaultProduceTopic(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.ProducerLinger(5*time.Millisecond))
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	// kafka-go speaks older request versions than franz-go and the Java
+	// client: the broker runs other code for them, and both must be warm.
+	kw := &kafka.Writer{Addr: kafka.TCP(b.brokers), Topic: topic, RequiredAcks: kafka.RequireAll, Async: true,
+		BatchTimeout: 2 * time.Millisecond, Balancer: &kafka.Murmur2Balancer{}}
+	defer kw.Close()
+	value := []byte(strings.Repeat("v", 300))
+	until := time.Now().Add(20 * time.Second)
+	sent := 0
+	for i := 0; time.Now().Before(until); i++ {
+		for j := range 10 {
+			key, id := []byte(fmt.Sprintf("agg-%d", (i*10+j)%1000)), []byte(uuid.NewString())
+			if i%2 == 0 {
+				client.Produce(ctx, &kgo.Record{Key: key, Value: value, Headers: []kgo.RecordHeader{{Key: "id", Value: id}}}, nil)
+			} else if err := kw.WriteMessages(ctx, kafka.Message{Key: key, Value: value, Headers: []kafka.Header{{Key: "id", Value: id}}}); err != nil {
+				return err
+			}
+			sent++
+		}
+		time.Sleep(2 * time.Millisecond)
+		if i%50 == 0 {
+			pctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			client.PollFetches(pctx)
+			cancel()
+		}
+	}
+	if err := client.Flush(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "broker warmed up: %d records produced (franz-go and kafka-go) and read in 20 s\n", sent)
+	return nil
 }

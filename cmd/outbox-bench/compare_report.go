@@ -25,18 +25,29 @@ type compareReport struct {
 }
 
 // runCompare builds the contenders, runs the comparison and reports it.
-func (b *bench) runCompare(ctx context.Context, root string, names, relayArgs []string, rounds int, loads []load, phase time.Duration, backlog int, out string) error {
+func (b *bench) runCompare(ctx context.Context, root string, names, relayArgs []string, rounds int, loads []load, phase time.Duration, backlog int, ceiling bool, out string) error {
 	var cs []contender
 	for _, n := range names {
-		switch strings.TrimSpace(n) {
+		// outbox-cdc+--flag=value+… is outbox-cdc with further flags, so
+		// that two settings can be compared in one run.
+		base, extra, _ := strings.Cut(strings.TrimSpace(n), "+")
+		switch base {
 		case "outbox-cdc":
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				return err
+			if b.metricsAddr == "" {
+				l, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					return err
+				}
+				b.metricsAddr = l.Addr().String()
+				l.Close()
 			}
-			b.metricsAddr = l.Addr().String()
-			l.Close()
-			cs = append(cs, b.outboxCDC(append([]string{"--http-addr", b.metricsAddr}, relayArgs...)))
+			args := append([]string{"--http-addr", b.metricsAddr}, relayArgs...)
+			if extra != "" {
+				args = append(args, strings.Split(extra, "+")...)
+			}
+			c := b.outboxCDC(args)
+			c.name = strings.TrimSpace(n)
+			cs = append(cs, c)
 		case "debezium":
 			libs, err := fetchDebezium(root)
 			if err != nil {
@@ -47,7 +58,7 @@ func (b *bench) runCompare(ctx context.Context, root string, names, relayArgs []
 			return fmt.Errorf("-contenders: %q is neither outbox-cdc nor debezium", n)
 		}
 	}
-	phases, drains, err := b.compare(ctx, cs, rounds, loads, phase, backlog)
+	phases, drains, err := b.compare(ctx, cs, rounds, loads, phase, backlog, ceiling)
 	if err != nil {
 		return err
 	}
@@ -55,6 +66,9 @@ func (b *bench) runCompare(ctx context.Context, root string, names, relayArgs []
 		Started: time.Now().UTC(), Rounds: rounds, Phase: phase.String(), Phases: phases, Drains: drains}
 	printCompare(os.Stdout, rep, names, loads)
 	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	if err := writeCompareSVG(filepath.Join(out, "compare.svg"), rep, names, loads); err != nil {
 		return err
 	}
 	f, err := os.Create(filepath.Join(out, "compare.json"))
@@ -70,8 +84,8 @@ func (b *bench) runCompare(ctx context.Context, root string, names, relayArgs []
 // printCompare prints medians (min–max) over the rounds.
 func printCompare(w io.Writer, rep compareReport, names []string, loads []load) {
 	fmt.Fprintf(w, "\n%s; %d rounds, relays' order alternated; %s per load; medians (min–max)\n\n", rep.Machine, rep.Rounds, rep.Phase)
-	fmt.Fprintln(w, "| load | relay | p50 ms | p99 ms | max ms | relay CPU µs/event | broker CPU µs/event | walsender CPU µs/event | produce req/s | records/req |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| load | relay | p50 ms | p99 ms | max ms | relay CPU µs/event | broker CPU µs/event | walsender CPU µs/event | produce req/s | records/req | batches/s read |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, l := range loads {
 		for _, n := range append(slices.Clone(names), "bare reader") {
 			var runs []phaseResult
@@ -92,10 +106,14 @@ func printCompare(w io.Writer, rep compareReport, names []string, loads []load) 
 			if runs[0].Requests == 0 {
 				reqs, per = "–", "–"
 			}
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", l, n,
+			batches := get(func(p phaseResult) float64 { return p.Batches })
+			if n == "bare reader" {
+				batches = "–"
+			}
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", l, n,
 				get(func(p phaseResult) float64 { return p.P50 }), get(func(p phaseResult) float64 { return p.P99 }),
 				get(func(p phaseResult) float64 { return p.Max }), relayCPU, broker,
-				get(func(p phaseResult) float64 { return p.WalsenderUs }), reqs, per)
+				get(func(p phaseResult) float64 { return p.WalsenderUs }), reqs, per, batches)
 		}
 	}
 	fmt.Fprintln(w, "\n| backlog | relay | drain events/s | relay CPU s/100k | broker CPU s/100k | peak RSS MiB |")
@@ -114,4 +132,76 @@ func printCompare(w io.Writer, rep compareReport, names []string, loads []load) 
 			over(runs, func(d drainRun) float64 { return d.Rate }), over(runs, func(d drainRun) float64 { return d.CPUPer100k }),
 			over(runs, func(d drainRun) float64 { return d.BrokerPer }), over(runs, func(d drainRun) float64 { return d.PeakRSSMiB }))
 	}
+}
+
+// writeCompareSVG draws, per load, each relay's p50 and p99 latency and its
+// CPU per event (relay, broker, walsender), medians over the rounds.
+func writeCompareSVG(path string, rep compareReport, names []string, loads []load) error {
+	const barH, gap = 12, 4
+	var b strings.Builder
+	y := 30
+	colors := map[string][2]string{"outbox-cdc": {"#9ecae1", "#3182bd"}, "debezium": {"#fdae6b", "#e6550d"}, "bare reader": {"#c7e9c0", "#31a354"}}
+	color := func(n string, i int) string {
+		if c, ok := colors[n]; ok {
+			return c[i]
+		}
+		return [2]string{"#d9d9d9", "#636363"}[i]
+	}
+	type row struct {
+		label string
+		value float64
+		color string
+	}
+	section := func(title, unit string, rows []row) {
+		top := 0.0
+		for _, r := range rows {
+			top = max(top, r.value)
+		}
+		fmt.Fprintf(&b, `<text x="10" y="%d" font-size="14" font-weight="bold">%s</text>`+"\n", y, title)
+		y += 10
+		for _, r := range rows {
+			w := 0.0
+			if top > 0 {
+				w = r.value / top * 520
+			}
+			fmt.Fprintf(&b, `<text x="10" y="%d" font-size="11">%s</text>`, y+barH-2, r.label)
+			fmt.Fprintf(&b, `<rect x="300" y="%d" width="%.1f" height="%d" fill="%s"/>`, y, w, barH, r.color)
+			fmt.Fprintf(&b, `<text x="%.1f" y="%d" font-size="11">%s %s</text>`+"\n", 305+w, y+barH-2, num(r.value), unit)
+			y += barH + gap
+		}
+		y += 18
+	}
+	med := func(n string, l load, f func(phaseResult) float64) (float64, bool) {
+		var runs []phaseResult
+		for _, p := range rep.Phases {
+			if p.Relay == n && p.Load == l {
+				runs = append(runs, p)
+			}
+		}
+		return over(runs, f).Median, len(runs) > 0
+	}
+	var lat, cpu []row
+	all := append(slices.Clone(names), "bare reader")
+	for _, l := range loads {
+		for _, n := range all {
+			n = strings.TrimSpace(n)
+			if v, ok := med(n, l, func(p phaseResult) float64 { return p.P50 }); ok {
+				p99, _ := med(n, l, func(p phaseResult) float64 { return p.P99 })
+				lat = append(lat, row{fmt.Sprintf("%s, %s p50", l, n), max(v, 0), color(n, 0)},
+					row{fmt.Sprintf("%s, %s p99", l, n), p99, color(n, 1)})
+			}
+			if n == "bare reader" {
+				continue
+			}
+			if r, ok := med(n, l, func(p phaseResult) float64 { return p.RelayUs }); ok {
+				br, _ := med(n, l, func(p phaseResult) float64 { return p.BrokerUs })
+				cpu = append(cpu, row{fmt.Sprintf("%s, %s relay", l, n), r, color(n, 1)},
+					row{fmt.Sprintf("%s, %s broker", l, n), br, color(n, 0)})
+			}
+		}
+	}
+	section("Commit return → consumer receipt, ms (median of rounds)", "ms", lat)
+	section("CPU per event, µs (median of rounds)", "µs", cpu)
+	svg := fmt.Sprintf(`<svg xmlns="http://www.w3.org/2000/svg" width="900" height="%d" font-family="sans-serif">`+"\n%s</svg>\n", y, b.String())
+	return os.WriteFile(path, []byte(svg), 0o644)
 }

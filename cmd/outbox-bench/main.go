@@ -59,6 +59,7 @@ func run() error {
 	phase := flag.Duration("phase", 20*time.Second, "with -compare: length of each steady load")
 	backlog := flag.Int("backlog", 100000, "with -compare: backlog drained by each relay")
 	relayArgs := flag.String("relay-args", "", "with -compare: extra outbox-cdc flags, space-separated (for tuning)")
+	ceiling := flag.Bool("ceiling", true, "with -compare: also measure the bare reader's latency ceiling at each load")
 	flag.Parse()
 	ns, err := ints(*sizes)
 	if err != nil {
@@ -116,7 +117,7 @@ func run() error {
 		if err != nil {
 			return fmt.Errorf("-loads: %w", err)
 		}
-		return b.runCompare(ctx, root, strings.Split(*contenders, ","), strings.Fields(*relayArgs), *runs, ls, *phase, *backlog, *out)
+		return b.runCompare(ctx, root, strings.Split(*contenders, ","), strings.Fields(*relayArgs), *runs, ls, *phase, *backlog, *ceiling, *out)
 	}
 
 	rep := report{Machine: machine(), Command: "go run ./cmd/outbox-bench " + strings.Join(os.Args[1:], " "), Runs: *runs, Started: time.Now().UTC()}

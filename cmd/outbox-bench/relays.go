@@ -25,9 +25,30 @@ type contender struct {
 
 // outboxCDC runs the outbox-cdc binary at its defaults, plus extra flags.
 func (b *bench) outboxCDC(extra []string) contender {
+	starts := 0
 	return contender{name: "outbox-cdc", start: func(_ context.Context, table string) (*exec.Cmd, error) {
-		cmd := b.relayCmd(table, table, nil)
-		cmd.Args = append(cmd.Args, extra...)
+		var env []string
+		if dir := os.Getenv("OUTBOX_BENCH_PROFILE_DIR"); dir != "" {
+			// One CPU profile per start: the steady loads, then the drain.
+			starts++
+			env = append(env, fmt.Sprintf("OUTBOX_CDC_CPUPROFILE=%s/%s-%d.prof", dir, table, starts))
+		}
+		var args []string
+		bin := ""
+		for _, a := range extra {
+			if kv, ok := strings.CutPrefix(a, "env:"); ok {
+				env = append(env, kv) // env:NAME=VALUE sets the relay's environment
+			} else if path, ok := strings.CutPrefix(a, "bin:"); ok {
+				bin = path // bin:PATH runs another build of outbox-cdc
+			} else {
+				args = append(args, a)
+			}
+		}
+		cmd := b.relayCmd(table, table, env)
+		cmd.Args = append(cmd.Args, args...)
+		if bin != "" {
+			cmd.Path, cmd.Args[0] = bin, bin
+		}
 		return cmd, cmd.Start()
 	}}
 }

@@ -1,0 +1,40 @@
+package sink
+
+import (
+	"io"
+	"sync"
+
+	"github.com/pierrec/lz4/v4"
+	"github.com/segmentio/kafka-go/compress"
+	kafkalz4 "github.com/segmentio/kafka-go/compress/lz4"
+)
+
+// lz4Codec is kafka-go's lz4 codec writing 64 KiB blocks, as the Java
+// producer does, instead of pierrec/lz4's default 4 MiB: a writer then
+// holds two 64 KiB buffers instead of two 4 MiB ones, and kafka-go's pool
+// of writers is emptied at every garbage collection. With the default, a
+// 1M-event drain peaked 15 MiB higher than without compression.
+type lz4Codec struct{}
+
+func (lz4Codec) Code() int8   { return int8(compress.Lz4) }
+func (lz4Codec) Name() string { return "lz4" }
+
+func (lz4Codec) NewReader(r io.Reader) io.ReadCloser {
+	return (&kafkalz4.Codec{}).NewReader(r)
+}
+
+func (lz4Codec) NewWriter(w io.Writer) io.WriteCloser {
+	z := lz4.NewWriter(w)
+	_ = z.Apply(lz4.BlockSizeOption(lz4.Block64Kb))
+	return z
+}
+
+var installLZ4 sync.Once
+
+// useSmallLZ4Blocks installs lz4Codec in kafka-go's codec table, which its
+// protocol package consults when it encodes a record batch. The frames are
+// standard LZ4 frames that every Kafka client reads; the table is global,
+// so other kafka-go producers in the process write 64 KiB blocks too.
+func useSmallLZ4Blocks() {
+	installLZ4.Do(func() { compress.Codecs[compress.Lz4] = lz4Codec{} })
+}
