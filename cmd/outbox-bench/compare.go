@@ -74,6 +74,18 @@ type drainRun struct {
 	SentBytes  float64 // bytes written to Kafka per event (outbox-cdc only)
 }
 
+// aggregateTypes route events to topics of their own (TABLE.TYPE); the
+// first -aggregate-types of them are used.
+var aggregateTypes = []string{"order", "customer", "payment", "shipment", "invoice", "refund", "cart", "review"}
+
+// aggregateTypeSQL picks each row's aggregate type from its id.
+func (b *bench) aggregateTypeSQL() string {
+	if b.aggregateTypes <= 1 {
+		return "'order'"
+	}
+	return fmt.Sprintf("(ARRAY['%s'])[1 + abs(hashtext(id::text || 't')) %% %d]", strings.Join(aggregateTypes[:b.aggregateTypes], "','"), b.aggregateTypes)
+}
+
 // tracker matches each event id's commit return to its receipt.
 type tracker struct {
 	mu        sync.Mutex
@@ -155,8 +167,8 @@ func (c *batchCounter) OnFetchBatchRead(kgo.BrokerMetadata, string, int32, kgo.F
 // consumer reads topic from the start with franz-go (a client independent
 // of both relays) and reports each record's id header to t, and each record
 // batch to batches.
-func (b *bench) consumer(ctx context.Context, topic string, t func() *tracker, batches *batchCounter) (stop func(), err error) {
-	client, err := kgo.NewClient(kgo.SeedBrokers(b.brokers), kgo.ConsumeTopics(topic), kgo.WithHooks(batches),
+func (b *bench) consumer(ctx context.Context, topics []string, t func() *tracker, batches *batchCounter) (stop func(), err error) {
+	client, err := kgo.NewClient(kgo.SeedBrokers(b.brokers), kgo.ConsumeTopics(topics...), kgo.WithHooks(batches),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
 	if err != nil {
 		return nil, err
@@ -186,8 +198,8 @@ func (b *bench) consumer(ctx context.Context, topic string, t func() *tracker, b
 func (b *bench) write(ctx context.Context, pool *pgxpool.Pool, table string, l load, d time.Duration, t *tracker) (achieved float64, err error) {
 	const writers = 4
 	interval := time.Duration(float64(time.Second) * writers / float64(l.TxPerSec))
-	sql := fmt.Sprintf(`INSERT INTO %s SELECT id, 'order', 'agg-' || (abs(hashtext(id::text)) %% 1000), 'created', %s
-		FROM unnest($1::uuid[]) WITH ORDINALITY AS u(id, g)`, table, payloadSQL)
+	sql := fmt.Sprintf(`INSERT INTO %s SELECT id, %s, 'agg-' || (abs(hashtext(id::text)) %% 1000), 'created', %s
+		FROM unnest($1::uuid[]) WITH ORDINALITY AS u(id, g)`, table, b.aggregateTypeSQL(), payloadSQL)
 	began := time.Now()
 	wctx, stop := context.WithTimeout(ctx, d)
 	defer stop()
@@ -289,8 +301,11 @@ func (b *bench) compareOne(ctx context.Context, c contender, round int, loads []
 		return nil, dr, err
 	}
 	defer b.cleanup(name, name)
-	topic := name + ".order"
-	createTopics(ctx, b.brokers, topic)
+	var topics []string
+	for _, t := range aggregateTypes[:b.aggregateTypes] {
+		topics = append(topics, name+"."+t)
+	}
+	createTopics(ctx, b.brokers, topics...)
 	pool, err := pgxpool.New(ctx, b.pgURL)
 	if err != nil {
 		return nil, dr, err
@@ -302,7 +317,7 @@ func (b *bench) compareOne(ctx context.Context, c contender, round int, loads []
 	current := func() *tracker { mu.Lock(); defer mu.Unlock(); return cur }
 	use := func(t *tracker) { mu.Lock(); cur = t; mu.Unlock() }
 	batches := &batchCounter{}
-	stopConsumer, err := b.consumer(ctx, topic, current, batches)
+	stopConsumer, err := b.consumer(ctx, topics, current, batches)
 	if err != nil {
 		return nil, dr, err
 	}
@@ -374,8 +389,8 @@ func (b *bench) compareOne(ctx context.Context, c contender, round int, loads []
 		for j := range ids {
 			ids[j] = uuid.NewString()
 		}
-		if _, err := pool.Exec(ctx, fmt.Sprintf(`INSERT INTO %s SELECT id, 'order', 'agg-' || (abs(hashtext(id::text)) %% 1000), 'created', %s
-			FROM unnest($1::uuid[]) WITH ORDINALITY AS u(id, g)`, name, payloadSQL), ids); err != nil {
+		if _, err := pool.Exec(ctx, fmt.Sprintf(`INSERT INTO %s SELECT id, %s, 'agg-' || (abs(hashtext(id::text)) %% 1000), 'created', %s
+			FROM unnest($1::uuid[]) WITH ORDINALITY AS u(id, g)`, name, b.aggregateTypeSQL(), payloadSQL), ids); err != nil {
 			return nil, dr, err
 		}
 		t.commit(ids, time.Now())

@@ -47,6 +47,11 @@ func (b *bench) runCompare(ctx context.Context, root string, names, relayArgs []
 			}
 			c := b.outboxCDC(args)
 			c.name = strings.TrimSpace(n)
+			for _, a := range args {
+				if label, ok := strings.CutPrefix(a, "name:"); ok {
+					c.name = "outbox-cdc " + label // name:LABEL names the variant in the report
+				}
+			}
 			cs = append(cs, c)
 		case "debezium":
 			libs, err := fetchDebezium(root)
@@ -64,11 +69,15 @@ func (b *bench) runCompare(ctx context.Context, root string, names, relayArgs []
 	}
 	rep := compareReport{Machine: machine(), Command: "go run ./cmd/outbox-bench " + strings.Join(os.Args[1:], " "),
 		Started: time.Now().UTC(), Rounds: rounds, Phase: phase.String(), Phases: phases, Drains: drains}
-	printCompare(os.Stdout, rep, names, loads)
+	labels := make([]string, len(cs))
+	for i, c := range cs {
+		labels[i] = c.name
+	}
+	printCompare(os.Stdout, rep, labels, loads)
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
-	if err := writeCompareSVG(filepath.Join(out, "compare.svg"), rep, names, loads); err != nil {
+	if err := writeCompareSVG(filepath.Join(out, "compare.svg"), rep, labels, loads); err != nil {
 		return err
 	}
 	f, err := os.Create(filepath.Join(out, "compare.json"))

@@ -28,6 +28,9 @@ type bench struct {
 	tmp         string // scratch directory, removed at exit
 	brokerPID   int    // the Kafka broker's process, for its CPU
 	metricsAddr string // outbox-cdc's /metrics in -compare
+	// aggregateTypes is how many aggregate types (so topics) -compare's
+	// writers spread their events over.
+	aggregateTypes int
 }
 
 // drainResult is one run of the backlog scenario.

@@ -59,6 +59,7 @@ func run() error {
 	phase := flag.Duration("phase", 20*time.Second, "with -compare: length of each steady load")
 	backlog := flag.Int("backlog", 100000, "with -compare: backlog drained by each relay")
 	relayArgs := flag.String("relay-args", "", "with -compare: extra outbox-cdc flags, space-separated (for tuning)")
+	types := flag.Int("aggregate-types", 3, "with -compare: aggregate types the events are spread over, each routed to a topic of its own (3 partitions each)")
 	ceiling := flag.Bool("ceiling", true, "with -compare: also measure the bare reader's latency ceiling at each load")
 	flag.Parse()
 	ns, err := ints(*sizes)
@@ -113,6 +114,10 @@ func run() error {
 	defer b.db.Close(context.Background())
 
 	if *compare {
+		if *types < 1 || *types > len(aggregateTypes) {
+			return fmt.Errorf("-aggregate-types %d: want 1 to %d", *types, len(aggregateTypes))
+		}
+		b.aggregateTypes = *types
 		ls, err := parseLoads(*loads)
 		if err != nil {
 			return fmt.Errorf("-loads: %w", err)

@@ -40,7 +40,7 @@ func (b *bench) outboxCDC(extra []string) contender {
 				env = append(env, kv) // env:NAME=VALUE sets the relay's environment
 			} else if path, ok := strings.CutPrefix(a, "bin:"); ok {
 				bin = path // bin:PATH runs another build of outbox-cdc
-			} else {
+			} else if !strings.HasPrefix(a, "name:") {
 				args = append(args, a)
 			}
 		}

@@ -3,6 +3,8 @@ package integration
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"fmt"
 	"os"
 	"strings"
@@ -253,7 +255,11 @@ func TestMissingTopicAndBrokerLimits(t *testing.T) {
 
 	ids := []string{o.insertOne(t, uuid.NewString(), "order", "o-1", "created", `{"n": 0}`, nil)}
 	missing := o.insertOne(t, uuid.NewString(), "nosuchtopic", "o-1", "created", `{}`, nil)
-	huge := `{"blob": "` + strings.Repeat("y", 1500_000) + `"}`
+	// Incompressible, so that the batch is over the broker's limit even
+	// compressed (lz4 is the default).
+	noise := make([]byte, 1_200_000)
+	_, _ = rand.Read(noise)
+	huge := `{"blob": "` + base64.StdEncoding.EncodeToString(noise) + `"}`
 	tooLarge := o.insertOne(t, uuid.NewString(), "order", "o-1", "created", huge, nil)
 	ids = append(ids, o.insertOne(t, uuid.NewString(), "order", "o-1", "created", `{"n": 1}`, nil))
 

@@ -99,16 +99,23 @@ func TestCleanupDeleteAfterPublish(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-r.done
-	atKill := o.tableIDs(t) // no one deletes now
+	// The writer goes on inserting: take what it had committed first, then
+	// the table, so that a row committed in between is not taken for one
+	// the relay deleted.
 	w.mu.Lock()
-	var gone []string
+	committed := make([]string, 0, len(w.committed))
 	for id := range w.committed {
+		committed = append(committed, id)
+	}
+	w.mu.Unlock()
+	atKill := o.tableIDs(t) // no one deletes now
+	var gone []string
+	for _, id := range committed {
 		if !atKill[id] {
 			gone = append(gone, id)
 		}
 	}
-	committedAtKill := len(w.committed)
-	w.mu.Unlock()
+	committedAtKill := len(committed)
 	ends, _, err := endOffsets(topic...)
 	if err != nil {
 		t.Fatal(err)
