@@ -39,6 +39,13 @@ func (w *Writer) enqueue(ctx context.Context, msg kafka.Message) error {
 	id := balancer.Balance(msg, c.ids...)
 	tp := topicPartition{msg.Topic, id}
 	w.mu.Lock()
+	if w.closed.Load() {
+		// Checked again under mu: a sender stops, under mu, only once the
+		// writer is closed and its partitions are empty, so nothing queued
+		// here can be left behind by a stopped sender.
+		w.mu.Unlock()
+		return &Error{Topic: msg.Topic, Err: errors.New("writer closed")}
+	}
 	p, ok := w.parts[tp]
 	if !ok {
 		p = &partition{tp: tp, leader: -1}
