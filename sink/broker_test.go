@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -67,23 +66,9 @@ func TestOnePartitionFailsInAMultiPartitionRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	const events, keys = 4000, 40
-	var mu sync.Mutex
-	acked := make(map[uint64]int, events)
-	var failed []error
-	allAcked := make(chan struct{})
+	f := newFates(events)
 	w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 50, BatchTimeout: 3 * time.Millisecond,
-		AutoCreateTopics: true, MissingTopicTimeout: 10 * time.Second}, func(token uint64, _ bool, err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if err != nil {
-			failed = append(failed, err)
-			return
-		}
-		acked[token]++
-		if len(acked) == events {
-			close(allAcked)
-		}
-	})
+		AutoCreateTopics: true, MissingTopicTimeout: 10 * time.Second}, f.done)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for i := range events {
@@ -96,25 +81,7 @@ func TestOnePartitionFailsInAMultiPartitionRequest(t *testing.T) {
 			time.Sleep(4 * time.Millisecond) // let many requests go
 		}
 	}
-	select {
-	case <-allAcked:
-	case <-ctx.Done():
-		mu.Lock()
-		t.Fatalf("%d of %d events acknowledged after a minute; failures: %v", len(acked), events, failed)
-	}
-	if err := w.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	for token, n := range acked {
-		if n != 1 {
-			t.Errorf("event %d acknowledged %d times", token, n)
-		}
-	}
-	if len(failed) > 0 {
-		t.Errorf("%d failures reported for retriable errors: %v", len(failed), failed[0])
-	}
-	mu.Unlock()
+	f.wait(ctx, t, w)
 	if injected.Load() < 2 || multi.Load() == 0 {
 		t.Fatalf("%d multi-partition requests, %d with partition 1 failed: the test proves nothing", multi.Load(), injected.Load())
 	}
@@ -203,17 +170,9 @@ func TestTrickleSharesRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	const events = 300
-	var acked atomic.Int64
-	all := make(chan struct{})
+	f := newFates(events)
 	w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 1000, BatchTimeout: 10 * time.Millisecond,
-		AutoCreateTopics: true, MissingTopicTimeout: 10 * time.Second}, func(_ uint64, _ bool, err error) {
-		if err != nil {
-			t.Errorf("event failed: %v", err)
-		}
-		if acked.Add(1) == events {
-			close(all)
-		}
-	})
+		AutoCreateTopics: true, MissingTopicTimeout: 10 * time.Second}, f.done)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for i := range events {
@@ -223,14 +182,7 @@ func TestTrickleSharesRequests(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	select {
-	case <-all:
-	case <-ctx.Done():
-		t.Fatalf("%d of %d events acknowledged after a minute", acked.Load(), events)
-	}
-	if err := w.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	f.wait(ctx, t, w)
 	if requests.Load() > events/3 || multi.Load() == 0 {
 		t.Errorf("%d produce requests for %d trickling events (%d with several partitions): requests are not shared", requests.Load(), events, multi.Load())
 	}

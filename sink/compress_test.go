@@ -3,7 +3,6 @@ package sink
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,17 +26,9 @@ func TestCompressedBatchesReadBack(t *testing.T) {
 			defer cluster.Close()
 			topic, _ := ParseTopic("events")
 			const events = 500
-			var acked atomic.Int64
-			all := make(chan struct{})
+			f := newFates(events)
 			w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 1000, BatchTimeout: time.Millisecond,
-				Compression: Codec(name), AutoCreateTopics: true, MissingTopicTimeout: 10 * time.Second}, func(_ uint64, _ bool, err error) {
-				if err != nil {
-					t.Errorf("event failed: %v", err)
-				}
-				if acked.Add(1) == events {
-					close(all)
-				}
-			})
+				Compression: Codec(name), AutoCreateTopics: true, MissingTopicTimeout: 10 * time.Second}, f.done)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			want := map[string]string{}
@@ -50,14 +41,7 @@ func TestCompressedBatchesReadBack(t *testing.T) {
 					t.Fatalf("publish %d: %v", i, err)
 				}
 			}
-			select {
-			case <-all:
-			case <-ctx.Done():
-				t.Fatalf("%d of %d acknowledged", acked.Load(), events)
-			}
-			if err := w.Close(ctx); err != nil {
-				t.Fatal(err)
-			}
+			f.wait(ctx, t, w)
 			cl, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.ConsumeTopics("events"),
 				kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 			if err != nil {
