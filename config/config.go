@@ -36,7 +36,11 @@ type Config struct {
 	Tables       []TableConfig // the outbox tables, each with its mapping and topic
 	Publication  string
 	Slot         string
-	Topic        string  // topic template, see sink.ParseTopic; the default of each table
+	Topic        string  // topic template, see sink.ParseTopic; the default of each table, and the topic of messages
+	// MessagePrefix is the prefix of the transactional logical decoding
+	// messages (pg_logical_emit_message) relayed as events, as outbox.Writer's
+	// Emit and sql/outbox_emit.sql write them; empty: none are.
+	MessagePrefix string
 	Columns      Columns // the column flags: the default mapping of each table
 	LogFormat    string
 	LogLevel     string
@@ -152,6 +156,38 @@ const fileSuffix = "_FILE"
 // EnvName returns the environment variable that stands for flag name.
 func EnvName(flagName string) string {
 	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// Default returns what `outbox-cdc run` is with no flag and no environment
+// but the two it requires: every default, and the table public.outbox. Set
+// PostgresURL and KafkaBrokers, change what else you need (Table builds
+// another table with the column and topic defaults), and hand it to
+// relay.New, which validates it.
+func Default() Config {
+	c := Config{Command: CmdRun}
+	_, raw := newFlagSet(&c, commandGroups[CmdRun])
+	if err := c.tables(raw.table, true, ""); err != nil {
+		panic(err) // the defaults are valid
+	}
+	return c
+}
+
+// Table returns a table named "schema.name" (or "name", in public) mapped
+// by c's column defaults and routed by c's topic.
+func (c Config) Table(name string) TableConfig {
+	tc := TableConfig{Table: decode.Table{Columns: c.Columns}, Topic: c.Topic}
+	tc.Schema, tc.Name = splitTable(name)
+	return tc
+}
+
+// Validate reports the first setting of c's command that cannot work, as a
+// *UsageError naming the flag to fix. Parse has done it already.
+func (c Config) Validate() error {
+	g, ok := commandGroups[c.Command]
+	if !ok {
+		return usagef("unknown command %q; commands are %s", c.Command, strings.Join(Commands(), ", "))
+	}
+	return c.validate(g)
 }
 
 // Commands lists the commands Parse knows, in help order.

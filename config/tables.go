@@ -97,9 +97,7 @@ func (c *Config) tables(list string, tableSet bool, path string) error {
 			if name = strings.TrimSpace(name); name == "" {
 				continue
 			}
-			tc := TableConfig{Table: decode.Table{Columns: c.Columns}, Topic: c.Topic}
-			tc.Schema, tc.Name = splitTable(name)
-			c.Tables = append(c.Tables, tc)
+			c.Tables = append(c.Tables, c.Table(name))
 		}
 	}
 	for _, ft := range fromFile {
@@ -159,8 +157,13 @@ func (h headerColumns) Set(s string) error {
 var reservedHeaderNames = []string{"id", "event_type", "aggregate_type", "content-type"}
 
 func (c Config) validateTables(columns bool) error {
-	if len(c.Tables) == 0 {
-		return usagef("--table: name at least one outbox table")
+	switch {
+	case len(c.Tables) == 0 && c.MessagePrefix == "":
+		return usagef("--table: name at least one outbox table, or relay messages alone with --table '' and a --message-prefix")
+	case c.MessagePrefix == decode.HeartbeatPrefix:
+		return usagef("--message-prefix %q is outbox-cdc's heartbeat prefix; choose another", c.MessagePrefix)
+	case strings.ContainsRune(c.MessagePrefix, 0):
+		return usagef("--message-prefix must not contain a NUL byte")
 	}
 	seen := map[string]bool{}
 	for _, t := range c.Tables {

@@ -20,6 +20,7 @@ const relationCacheSize = 4096
 type Decoder struct {
 	tables    []Table
 	relations *lru.Cache[uint32, *relation]
+	prefix    string // of logical decoding messages that are events; empty: none
 
 	// Of the transaction being received.
 	commitLSN  pglogrepl.LSN
@@ -72,8 +73,11 @@ func (d *Decoder) Decode(data []byte) (Result, error) {
 		if err := decodeGuarded(&m, data[1:]); err != nil {
 			return Result{}, err
 		}
-		if !m.Transactional && m.Prefix == HeartbeatPrefix {
+		switch {
+		case !m.Transactional && m.Prefix == HeartbeatPrefix:
 			return Result{Kind: KindHeartbeat, End: m.LSN}, nil
+		case d.prefix != "" && m.Prefix == d.prefix:
+			return d.message(&m)
 		}
 		return Result{Kind: KindSkip}, nil
 	case pglogrepl.MessageTypeUpdate, pglogrepl.MessageTypeDelete, pglogrepl.MessageTypeTruncate,

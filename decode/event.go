@@ -57,7 +57,8 @@ type Event struct {
 	CommitLSN     pglogrepl.LSN // LSN of the commit record of the row's transaction
 	CommitTime    time.Time     // when the row's transaction committed
 	Xid           uint32
-	Table         string // the outbox table, schema.name
+	Table         string // the outbox table, schema.name; for a message, "message:" and its prefix
+	Message       bool   // written as a logical decoding message, not a row: there is no row to delete
 	// ContentType is the payload's media type, from the payload column's
 	// type: application/json for json and jsonb, text/plain for text,
 	// application/octet-stream for bytea.
@@ -86,11 +87,12 @@ type Kind int
 const (
 	// KindSkip is a message with no effect on the outbox stream: a Relation,
 	// Type or Origin message, a change to another table, an UPDATE, DELETE or
-	// TRUNCATE, a logical decoding message.
+	// TRUNCATE, a logical decoding message with another prefix.
 	KindSkip Kind = iota
 	// KindBegin starts a transaction.
 	KindBegin
-	// KindEvent is an INSERT into the outbox table.
+	// KindEvent is an INSERT into an outbox table, or a logical decoding
+	// message with the decoder's message prefix.
 	KindEvent
 	// KindCommit ends a transaction; Result.End is the LSN to confirm once its
 	// events are acknowledged.
@@ -110,4 +112,8 @@ type Result struct {
 	Kind  Kind
 	Event Event         // with KindEvent
 	End   pglogrepl.LSN // with KindCommit: end of the transaction's commit record; with KindHeartbeat: the message's LSN
+	// Standalone is an event (or, with an *InvalidRowError, a dead letter)
+	// from a non-transactional message: a transaction of its own, to be
+	// confirmed at End once acknowledged.
+	Standalone bool
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -26,9 +27,9 @@ func Listen(addr string) (net.Listener, error) {
 //	/metrics  Prometheus text format
 //	/healthz  200 while the process runs
 //	/readyz   200 when ready() returns nil, else 503 with its error
-func Serve(ctx context.Context, ln net.Listener, m *Metrics, ready func(context.Context) error, log *slog.Logger) error {
+func Serve(ctx context.Context, ln net.Listener, g prometheus.Gatherer, ready func(context.Context) error, log *slog.Logger) error {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})

@@ -1,12 +1,12 @@
 package metrics
 
 import (
+	"fmt"
 	"runtime"
 	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/outbox-cdc/outbox-cdc/replication"
 )
@@ -22,8 +22,6 @@ type Live struct {
 
 // Metrics are the relay's Prometheus metrics. It implements sink.Observer.
 type Metrics struct {
-	reg *prometheus.Registry
-
 	published     *prometheus.CounterVec
 	deadLettered  *prometheus.CounterVec
 	publishErrors *prometheus.CounterVec
@@ -46,12 +44,21 @@ type Metrics struct {
 // walStatuses are the values of pg_replication_slots.wal_status.
 var walStatuses = []string{"reserved", "extended", "unreserved", "lost"}
 
-// New registers every metric, with live read at scrape time.
-func New(version string, live Live) *Metrics {
+// New registers every metric with reg (nil: a registry of its own), with
+// live read at scrape time. The Go runtime and process collectors are the
+// caller's to register, once per registry.
+func New(version string, reg prometheus.Registerer, live Live) (*Metrics, error) {
 	const ns = "outbox_cdc"
-	reg := prometheus.NewRegistry()
-	f := func(c prometheus.Collector) { reg.MustRegister(c) }
-	m := &Metrics{reg: reg}
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	var regErr error
+	f := func(c prometheus.Collector) {
+		if err := reg.Register(c); err != nil && regErr == nil {
+			regErr = fmt.Errorf("register metrics: %w", err)
+		}
+	}
+	m := &Metrics{}
 
 	m.published = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "events_published_total",
 		Help: "Events acknowledged by Kafka (acks=all), by topic. Dead letters are counted in outbox_cdc_events_dead_lettered_total instead."}, []string{"topic"})
@@ -110,9 +117,7 @@ func New(version string, live Live) *Metrics {
 	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "build_info",
 		Help: "Always 1; labels name the build.", ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()}},
 		func() float64 { return 1 }))
-	f(collectors.NewGoCollector())
-	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return m
+	return m, regErr
 }
 
 // Acked implements sink.Observer.

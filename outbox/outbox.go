@@ -43,6 +43,9 @@ type Columns struct {
 type Config struct {
 	Table   string // schema.table or table; default public.outbox
 	Columns Columns
+	// MessagePrefix is the prefix Emit writes its messages under, the
+	// relay's --message-prefix; default "outbox".
+	MessagePrefix string
 }
 
 // Event is one event to write.
@@ -60,14 +63,23 @@ type Event struct {
 	// relay sends with --header-column (correlation_id, tenant_id,
 	// traceparent). A column missing from one event of a batch is NULL.
 	Columns map[string]any
-	// Time is the message timestamp; zero: the column's default (now()).
+	// Time is the message timestamp; zero: the column's default (now()),
+	// or, for Emit, the commit time.
 	Time time.Time
+	// ContentType is the payload's media type, for Emit (a table's payload
+	// column has a type that says it); empty: application/json, or
+	// text/plain; charset=utf-8 for a string, application/octet-stream for
+	// []byte.
+	ContentType string
 }
 
-// Writer inserts events. It is safe for concurrent use.
+// Writer writes events into the caller's transaction: Write inserts rows
+// into the outbox table, Emit writes logical decoding messages. It is safe
+// for concurrent use.
 type Writer struct {
-	table string
-	cols  Columns
+	table  string
+	cols   Columns
+	prefix string
 }
 
 // NewWriter returns a writer for cfg's table.
@@ -93,7 +105,11 @@ func NewWriter(cfg Config) *Writer {
 	if !ok {
 		schema, name = "public", table
 	}
-	return &Writer{table: pgx.Identifier{schema, name}.Sanitize(), cols: c}
+	prefix := cfg.MessagePrefix
+	if prefix == "" {
+		prefix = "outbox"
+	}
+	return &Writer{table: pgx.Identifier{schema, name}.Sanitize(), cols: c, prefix: prefix}
 }
 
 // maxParams is Postgres's limit of parameters in one statement.

@@ -217,13 +217,13 @@ func (c *checker) publication() {
 		mayCreate := c.super
 		if !mayCreate {
 			_ = c.conn.QueryRow(c.ctx, `
-				SELECT has_database_privilege(current_database(), 'CREATE') AND bool_and(pg_has_role(current_user, c.relowner, 'USAGE'))
+				SELECT has_database_privilege(current_database(), 'CREATE') AND coalesce(bool_and(pg_has_role(current_user, c.relowner, 'USAGE')), true)
 				FROM pg_class c WHERE c.oid = ANY (SELECT to_regclass(q) FROM unnest($1::text[]) q)`, c.t.qualified()).Scan(&mayCreate)
 		}
 		if mayCreate {
 			c.add(checklist.OK, "publication", fmt.Sprintf("%q does not exist yet; run will create it", name), "")
 		} else {
-			c.add(checklist.Fail, "publication", fmt.Sprintf("%q does not exist, and %s may not create it (it needs to own %s and have CREATE on the database)", name, c.user, c.t.tableList()),
+			c.add(checklist.Fail, "publication", fmt.Sprintf("%q does not exist, and %s may not create it (it needs to own %s and have CREATE on the database)", name, c.user, c.t.describe()),
 				"as the tables' owner: outbox-cdc setup --role "+c.user+" (or outbox-cdc setup --print for the SQL)")
 		}
 		return
@@ -249,7 +249,7 @@ func (c *checker) publication() {
 		c.add(checklist.Fail, "publication", fmt.Sprintf("%q does not publish INSERTs", name),
 			fmt.Sprintf("as its owner %s: ALTER PUBLICATION %s SET (publish = 'insert');", owner, pgx.Identifier{name}.Sanitize()))
 	default:
-		c.add(checklist.OK, "publication", fmt.Sprintf("%q publishes INSERTs of %s (owner %s)", name, c.t.tableList(), owner), "")
+		c.add(checklist.OK, "publication", fmt.Sprintf("%q publishes INSERTs of %s (owner %s)", name, c.t.describe(), owner), "")
 	}
 }
 

@@ -34,6 +34,25 @@ func (t Target) tableList() string {
 	return strings.Join(names, ", ")
 }
 
+// createPublication is the statement that creates t's publication. Without
+// tables (events as logical decoding messages alone) the publication is
+// empty: pgoutput needs one to stream, and sends messages whatever it holds.
+func (t Target) createPublication() string {
+	pub := pgx.Identifier{t.Publication}.Sanitize()
+	if len(t.Tables) == 0 {
+		return fmt.Sprintf("CREATE PUBLICATION %s WITH (publish = 'insert')", pub)
+	}
+	return fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert')", pub, t.tableList())
+}
+
+// describe names the tables for people.
+func (t Target) describe() string {
+	if len(t.Tables) == 0 {
+		return "no table (messages only)"
+	}
+	return t.tableList()
+}
+
 // qualified is the tables' schema.name forms, as pg_publication_tables
 // spells them once joined with a dot.
 func (t Target) qualified() []string {
@@ -148,8 +167,7 @@ func ensurePublication(ctx context.Context, conn *pgx.Conn, t Target) error {
 	var insert bool
 	err := conn.QueryRow(ctx, `SELECT pubinsert FROM pg_publication WHERE pubname = $1`, t.Publication).Scan(&insert)
 	if errors.Is(err, pgx.ErrNoRows) {
-		sql := fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert')", pgx.Identifier{t.Publication}.Sanitize(), t.tableList())
-		if _, err := conn.Exec(ctx, sql); err != nil {
+		if _, err := conn.Exec(ctx, t.createPublication()); err != nil {
 			return fmt.Errorf("create publication %q: %w", t.Publication, err)
 		}
 		return nil
@@ -265,7 +283,7 @@ func SetupSQL(ctx context.Context, conn *pgx.Conn, t Target, role string, cleanu
 	}
 	switch {
 	case !pubExists:
-		out = append(out, fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert');", pub, t.tableList()))
+		out = append(out, t.createPublication()+";")
 	case len(missing) > 0:
 		out = append(out, fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s;", pub, quotedList(missing)))
 	}
@@ -288,7 +306,7 @@ func SetupSQL(ctx context.Context, conn *pgx.Conn, t Target, role string, cleanu
 			}
 		}
 		out = append(out, fmt.Sprintf("GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) TO %s;", r))
-		if cleanup { // --cleanup=delete-after-publish deletes by id
+		if cleanup && len(t.Tables) > 0 { // --cleanup=delete-after-publish deletes by id
 			out = append(out, fmt.Sprintf("GRANT SELECT, DELETE ON %s TO %s;", t.tableList(), r))
 		}
 	}

@@ -14,21 +14,22 @@ import (
 	"github.com/outbox-cdc/outbox-cdc/cleanup"
 	"github.com/outbox-cdc/outbox-cdc/config"
 	"github.com/outbox-cdc/outbox-cdc/internal/checklist"
+	"github.com/outbox-cdc/outbox-cdc/relay"
 	"github.com/outbox-cdc/outbox-cdc/replication"
 	"github.com/outbox-cdc/outbox-cdc/sink"
 )
 
 // check runs `outbox-cdc check`: the Postgres items, then the Kafka ones.
 func check(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, red redactor) int {
-	sec, err := security(cfg.Kafka)
+	sec, err := relay.Security(cfg.Kafka)
 	if err != nil {
 		fmt.Fprintf(stderr, "outbox-cdc check: %s\n", red.oneLine(err))
 		return exitUsage
 	}
 	fmt.Fprintf(stdout, "outbox-cdc check: postgres %s, kafka %s, tables %s\n\n", cfg.PostgresTarget(), strings.Join(cfg.KafkaBrokers, ","), cfg.TableNames())
-	items := replication.Check(ctx, cfg.PostgresURL, target(cfg))
+	items := replication.Check(ctx, cfg.PostgresURL, relay.Target(cfg))
 	if cfg.Cleanup == config.CleanupDeleteAfterPublish {
-		if _, err := cleanup.New(ctx, cleanup.Config{URL: cfg.PostgresURL, Tables: target(cfg).Tables}); err != nil {
+		if _, err := cleanup.New(ctx, cleanup.Config{URL: cfg.PostgresURL, Tables: relay.Target(cfg).Tables}); err != nil {
 			items = append(items, checklist.Item{Name: "cleanup", Status: checklist.Fail, Detail: red.oneLine(err)})
 		} else {
 			items = append(items, checklist.Item{Name: "cleanup", Status: checklist.OK, Detail: "each table has a unique id column the role may delete by"})
@@ -72,12 +73,12 @@ func setup(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, red
 	if cfg.PostgresURL != "" {
 		c, err := pgx.Connect(ctx, cfg.PostgresURL)
 		if err != nil {
-			return fail(fmt.Errorf("connect to postgres (%s): %w", pgHint(err), err))
+			return fail(fmt.Errorf("connect to postgres (%s): %w", relay.PostgresHint(err), err))
 		}
 		defer c.Close(context.Background())
 		conn = c
 	}
-	stmts, err := replication.SetupSQL(ctx, conn, target(cfg), cfg.Role, cfg.Cleanup == config.CleanupDeleteAfterPublish)
+	stmts, err := replication.SetupSQL(ctx, conn, relay.Target(cfg), cfg.Role, cfg.Cleanup == config.CleanupDeleteAfterPublish)
 	if err != nil {
 		return fail(err)
 	}
@@ -108,11 +109,11 @@ func setup(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, red
 func status(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, red redactor) int {
 	conn, err := pgx.Connect(ctx, cfg.PostgresURL)
 	if err != nil {
-		fmt.Fprintf(stderr, "outbox-cdc status: %s\n", red.oneLine(fmt.Errorf("connect to postgres (%s): %w", pgHint(err), err)))
+		fmt.Fprintf(stderr, "outbox-cdc status: %s\n", red.oneLine(fmt.Errorf("connect to postgres (%s): %w", relay.PostgresHint(err), err)))
 		return exitFailure
 	}
 	defer conn.Close(context.Background())
-	st, err := replication.ReadSlotState(ctx, conn, target(cfg))
+	st, err := replication.ReadSlotState(ctx, conn, relay.Target(cfg))
 	if errors.Is(err, replication.ErrNoSlot) {
 		fmt.Fprintf(stderr, "outbox-cdc status: slot %q does not exist; outbox-cdc run (or setup) creates it\n", cfg.Slot)
 		return exitFailure

@@ -1,5 +1,8 @@
 // Command outbox-cdc relays a Postgres transactional outbox to Kafka by
-// reading the write-ahead log through a logical replication slot.
+// reading the write-ahead log through a logical replication slot. It parses
+// flags and environment (package config), serves metrics and probes, and
+// runs package relay, which does the relaying; check, setup and status call
+// replication and sink directly.
 //
 //	outbox-cdc [run] [flags]   relay (the default command)
 //	outbox-cdc check [flags]   preflight checklist for Postgres and Kafka
@@ -87,7 +90,7 @@ func mainExit(args, environ []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}
-	if err := relay(ctx, cfg, log); err != nil {
+	if err := run(ctx, cfg, log); err != nil {
 		fmt.Fprintf(stderr, "outbox-cdc: %s\n", red.oneLine(err))
 		var usage *config.UsageError
 		if errors.Is(err, replication.ErrColumnMissing) || errors.As(err, &usage) {

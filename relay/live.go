@@ -1,4 +1,4 @@
-package main
+package relay
 
 import (
 	"context"
@@ -64,15 +64,13 @@ func (l *live) received() pglogrepl.LSN {
 // brokers answer a metadata request. The broker's answer is cached for a
 // second, so that frequent probes do not each cost a round trip.
 type readiness struct {
-	r *relayer
+	r *Relay
 
 	mu      sync.Mutex
 	at      time.Time
 	kafka   error
 	checked bool
 }
-
-func newReadiness(r *relayer) *readiness { return &readiness{r: r} }
 
 func (rd *readiness) check(ctx context.Context) error {
 	if !rd.r.live.streaming.Load() {

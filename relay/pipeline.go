@@ -1,4 +1,4 @@
-package main
+package relay
 
 import (
 	"context"
@@ -32,12 +32,21 @@ type pendingEvent struct {
 	invalid  *decode.InvalidRowError // a row that did not decode: dead-lettered instead
 	seq      checkpoint.Seq
 	reserved bool
+	// standalone is the end of a non-transactional message's own
+	// transaction, committed once the event is handed over; 0 otherwise.
+	standalone pglogrepl.LSN
 }
 
 func (p *pipeline) handle(ctx context.Context, _ pglogrepl.LSN, data []byte) error {
+	// A call cut short (ctx ended while waiting for room in the window, or
+	// for the sink) keeps its event in p.pending; the stream calls again
+	// with the same message, and the event is resumed, not decoded twice.
 	if p.pending == nil {
 		res, err := p.dec.Decode(data)
 		var rowErr *decode.InvalidRowError
+		if res.Standalone {
+			p.track.Begin()
+		}
 		switch {
 		case errors.As(err, &rowErr):
 			p.pending = &pendingEvent{invalid: rowErr}
@@ -56,6 +65,9 @@ func (p *pipeline) handle(ctx context.Context, _ pglogrepl.LSN, data []byte) err
 			return nil
 		default:
 			p.pending = &pendingEvent{ev: res.Event}
+		}
+		if res.Standalone {
+			p.pending.standalone = res.End
 		}
 	}
 	pe := p.pending
@@ -78,7 +90,7 @@ func (p *pipeline) handle(ctx context.Context, _ pglogrepl.LSN, data []byte) err
 			return err
 		}
 	} else {
-		if p.clean != nil {
+		if p.clean != nil && !pe.ev.Message {
 			p.clean.Track(uint64(pe.seq), pe.ev.Table, pe.ev.ID)
 		}
 		if err := p.pub.Publish(ctx, &pe.ev, uint64(pe.seq)); err != nil {
@@ -86,5 +98,8 @@ func (p *pipeline) handle(ctx context.Context, _ pglogrepl.LSN, data []byte) err
 		}
 	}
 	p.pending = nil
+	if pe.standalone != 0 {
+		p.track.Commit(pe.standalone)
+	}
 	return nil
 }

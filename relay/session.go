@@ -1,4 +1,4 @@
-package main
+package relay
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 
 // session is one replication connection and one Kafka writer, from start to
 // the first failure or to ctx's end. It reports whether streaming began.
-func (r *relayer) session(ctx context.Context, start pglogrepl.LSN) (bool, error) {
+func (r *Relay) session(ctx context.Context, start pglogrepl.LSN) (bool, error) {
 	cfg, target, log := r.cfg, r.target, r.log
 	if start == 0 {
 		return false, errors.New("slot position unknown")
@@ -40,7 +40,7 @@ func (r *relayer) session(ctx context.Context, start pglogrepl.LSN) (bool, error
 		dlq = cfg.DeadLetterTopic
 	}
 	writer := sink.NewWriter(sink.Config{
-		Brokers: cfg.KafkaBrokers, Topics: r.topics, BatchSize: cfg.BatchSize, BatchTimeout: cfg.BatchTimeout, Compression: sink.Codec(cfg.Compression),
+		Brokers: cfg.KafkaBrokers, Topic: r.topic, Topics: r.topics, BatchSize: cfg.BatchSize, BatchTimeout: cfg.BatchTimeout, Compression: sink.Codec(cfg.Compression),
 		MaxMessageBytes: cfg.MaxMessageBytes, AutoCreateTopics: cfg.AutoCreateTopics, MissingTopicTimeout: cfg.MissingTopicTimeout,
 		DeadLetterTopic: dlq, Envelope: cfg.Envelope, CloudEventsSource: cfg.CloudEventsSource, MetadataHeaders: cfg.MetadataHeaders,
 		Security: r.security, Observer: r.metrics, Logger: log,
@@ -70,7 +70,9 @@ func (r *relayer) session(ctx context.Context, start pglogrepl.LSN) (bool, error
 
 	r.live.begin(track, stream)
 	defer r.live.end()
-	p := &pipeline{dec: decode.New(target.Tables...), track: track, pub: writer, clean: cleaner}
+	dec := decode.New(target.Tables...)
+	dec.DecodeMessages(cfg.MessagePrefix)
+	p := &pipeline{dec: dec, track: track, pub: writer, clean: cleaner}
 	cleanCtx, stopCleaning := context.WithCancel(context.WithoutCancel(ctx))
 	var cleaning sync.WaitGroup
 	if cleaner != nil {

@@ -1,0 +1,30 @@
+// Package relay is outbox-cdc's heart, importable: it wires one replication
+// slot to one Kafka producer and keeps the promise that the slot is never
+// confirmed past an event Kafka has not acknowledged.
+//
+// An event walks top-down through the packages:
+//
+//	replication  receives pgoutput messages from the slot
+//	relay        hands each to decode, tracks it in checkpoint, publishes it through sink
+//	decode       turns an INSERT into an outbox table, or a logical decoding message, into an event
+//	checkpoint   orders acknowledgements and says which position may be confirmed
+//	sink         produces to Kafka (acks=all) and reports each event's fate
+//	cleanup      deletes published rows before their position is confirmed (--cleanup)
+//
+// Run retries what a new session may mend (a lost connection, a broker away
+// too long) from the slot's confirmed position, stands by while another
+// process holds the slot, and on ctx's end drains what is in flight and
+// confirms what was acknowledged. Ready says whether it streams, for a
+// health endpoint.
+//
+// cmd/outbox-cdc is a thin shell around it: flags and environment
+// (package config), signals, the HTTP server for metrics and probes, the
+// check, setup and status commands, and exit codes. A Go service can embed
+// the relay instead, with its own logger and Prometheus registry:
+//
+//	cfg := config.Default()
+//	cfg.PostgresURL, cfg.KafkaBrokers = url, []string{"kafka:9092"}
+//	r, err := relay.New(cfg, relay.WithLogger(log), relay.WithRegisterer(prometheus.DefaultRegisterer))
+//	...
+//	go func() { errc <- r.Run(ctx) }() // returns nil after ctx ends and the drain
+package relay

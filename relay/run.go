@@ -1,0 +1,146 @@
+package relay
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/outbox-cdc/outbox-cdc/cleanup"
+	"github.com/outbox-cdc/outbox-cdc/config"
+	"github.com/outbox-cdc/outbox-cdc/decode"
+	"github.com/outbox-cdc/outbox-cdc/replication"
+	"github.com/outbox-cdc/outbox-cdc/sink"
+)
+
+// run streams until ctx ends (a signal: drain, confirm, return nil) or a
+// failure that retrying cannot mend. Failures after streaming has begun are
+// retried with backoff by starting a new session from the slot's confirmed
+// position; a failure before that is returned, so that a wrong URL or an
+// unready server is reported at once.
+func (r *Relay) run(ctx context.Context) error {
+	cfg, target, log := r.cfg, r.target, r.log
+	log.Info("starting", slog.String("version", r.version), slog.String("postgres", cfg.PostgresTarget()),
+		slog.String("kafka", strings.Join(cfg.KafkaBrokers, ",")), slog.String("tables", cfg.TableNames()),
+		slog.String("message_prefix", cfg.MessagePrefix),
+		slog.String("slot", cfg.Slot), slog.String("publication", cfg.Publication), slog.String("topic", cfg.Topic))
+	// Kafka first: a wrong broker address should not leave a new slot behind
+	// pinning WAL.
+	if err := sink.Ping(ctx, cfg.KafkaBrokers, r.security); err != nil {
+		return err
+	}
+	log.Info("kafka reachable", slog.String("brokers", strings.Join(cfg.KafkaBrokers, ",")))
+	if cfg.Cleanup == config.CleanupDeleteAfterPublish {
+		// Before a slot is created: a table that cannot be cleaned is a
+		// setup mistake, reported at once.
+		if _, err := cleanup.New(ctx, cleanup.Config{URL: cfg.PostgresURL, Tables: target.Tables}); err != nil {
+			return err
+		}
+	}
+	start, err := prepare(ctx, cfg.PostgresURL, target, true)
+	if err != nil {
+		return err
+	}
+	standby := false // another process streams the slot; we wait for it to let go
+	for attempt := 0; ; attempt++ {
+		began, err := r.session(ctx, start)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if !retriable(err) {
+			return err
+		}
+		if began {
+			attempt, standby = 0, false
+		}
+		var wait time.Duration
+		if errors.Is(err, replication.ErrSlotActive) {
+			// A second instance: quiet, and quick to take over.
+			attempt = 0
+			wait = standbyPoll/2 + rand.N(standbyPoll/2+1)
+			if !standby {
+				standby = true
+				log.Info("standing by: the slot is streamed by another process; taking over when it lets go",
+					slog.String("slot", cfg.Slot), slog.Any("err", err))
+			}
+		} else {
+			r.metrics.Reconnected()
+			wait = backoff(attempt)
+			log.Warn("stream interrupted, reconnecting", slog.Any("err", err), slog.Duration("in", wait))
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil
+		}
+		if start, err = prepare(ctx, cfg.PostgresURL, target, false); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if !retriable(err) {
+				return err
+			}
+			start = 0 // session fails fast and we come back here
+		}
+	}
+}
+
+// standbyPoll is how often a standing-by instance tries the slot.
+const standbyPoll = 2 * time.Second
+
+func prepare(ctx context.Context, url string, t replication.Target, createSlot bool) (pglogrepl.LSN, error) {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return 0, fmt.Errorf("connect to postgres (%s): %w", PostgresHint(err), err)
+	}
+	defer conn.Close(context.Background())
+	return replication.Prepare(ctx, conn, t, createSlot)
+}
+
+// retriable tells failures that a new session may mend (a lost connection, a
+// broker away too long) from those it cannot.
+func retriable(err error) bool {
+	var rowErr *decode.InvalidRowError
+	var pubErr *sink.Error
+	switch {
+	case errors.As(err, &rowErr):
+		return false
+	case errors.As(err, &pubErr):
+		return pubErr.Retriable
+	case errors.Is(err, replication.ErrNotReady), errors.Is(err, replication.ErrColumnMissing), errors.Is(err, replication.ErrSlotInvalidated),
+		errors.Is(err, cleanup.ErrNotReady):
+		return false
+	}
+	return true
+}
+
+func backoff(attempt int) time.Duration {
+	d := time.Second << min(attempt, 5)
+	if d > 30*time.Second {
+		d = 30 * time.Second
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// PostgresHint says what to look at when Postgres cannot be reached.
+func PostgresHint(err error) string {
+	var certErr *tls.CertificateVerificationError
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &certErr):
+		return "the server's certificate was not accepted: check sslrootcert and sslmode in --postgres-url"
+	case errors.As(err, &pgErr) && pgErr.Code == "28P01":
+		return "the password was refused: check the user and password in --postgres-url"
+	case errors.As(err, &pgErr) && pgErr.Code == "28000":
+		return "pg_hba.conf refused the connection: check the user, database and sslmode in --postgres-url"
+	}
+	return "is it running, and is --postgres-url right?"
+}
