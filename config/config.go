@@ -36,15 +36,15 @@ type Config struct {
 	Tables       []TableConfig // the outbox tables, each with its mapping and topic
 	Publication  string
 	Slot         string
-	Topic        string  // topic template, see sink.ParseTopic; the default of each table, and the topic of messages
+	Topic        string // topic template, see sink.ParseTopic; the default of each table, and the topic of messages
 	// MessagePrefix is the prefix of the transactional logical decoding
 	// messages (pg_logical_emit_message) relayed as events, as outbox.Writer's
 	// Emit and sql/outbox_emit.sql write them; empty: none are.
 	MessagePrefix string
-	Columns      Columns // the column flags: the default mapping of each table
-	LogFormat    string
-	LogLevel     string
-	HTTPAddr     string // metrics and probes; empty: none
+	Columns       Columns // the column flags: the default mapping of each table
+	LogFormat     string
+	LogLevel      string
+	HTTPAddr      string // metrics and probes; empty: none
 
 	MaxInFlight      int           // events published but not yet acknowledged
 	MaxInFlightBytes int64         // payload bytes of those events
