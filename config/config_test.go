@@ -218,6 +218,9 @@ func TestTableAndEnvelopeUsage(t *testing.T) {
 		{append(base, "--envelope", "avro"), "want raw or cloudevents"},
 		{append(base, "--cloudevents-source", "has space"), "want a URI-reference"},
 		{append(base, "--cleanup", "truncate"), "want none or delete-after-publish"},
+		{append(base, "--table", "", "--message-prefix", ""), "relay messages alone with --table '' and a --message-prefix"},
+		{append(base, "--message-prefix", "outbox-cdc.heartbeat"), "heartbeat prefix"},
+		{append(base, "--table", "", "--cleanup", "delete-after-publish"), "messages leave no rows"},
 		{append(base, "--config", bad), `unknown column key "key"`},
 		{append(base, "--config", bad+".missing"), "--config"},
 	}
@@ -240,5 +243,45 @@ func TestConfigFileInJSON(t *testing.T) {
 	}
 	if c.TableNames() != "app.events" || c.Tables[0].Columns.Payload != "body" || c.Tables[0].Columns.HeaderColumns[0].Name() != "tenant" {
 		t.Errorf("tables %+v", c.Tables)
+	}
+}
+
+func TestMessagesAlone(t *testing.T) {
+	c, err := Parse(CmdRun, []string{"--postgres-url", "postgres://x", "--kafka-brokers", "k:1", "--table", ""},
+		[]string{"OUTBOX_CDC_MESSAGE_PREFIX=billing"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Tables) != 0 || c.MessagePrefix != "billing" {
+		t.Errorf("tables %v, prefix %q: want none, and billing", c.Tables, c.MessagePrefix)
+	}
+	for _, cmd := range []string{CmdSetup, CmdStatus} { // they create and read the (empty) publication
+		if _, err := Parse(cmd, []string{"--postgres-url", "postgres://x", "--table", ""}, nil, io.Discard); err != nil {
+			t.Errorf("%s with messages alone: %v", cmd, err)
+		}
+	}
+}
+
+// TestDefaultIsRunWithoutFlags: what a Go program starts from is what the
+// binary runs with no flag, and validates once the two required are set.
+func TestDefaultIsRunWithoutFlags(t *testing.T) {
+	args := []string{"--postgres-url", "postgres://x", "--kafka-brokers", "k:1"}
+	parsed, err := Parse(CmdRun, args, nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := Default()
+	if err := d.Validate(); err == nil {
+		t.Error("Default() validates without a URL and brokers")
+	}
+	d.PostgresURL, d.KafkaBrokers = "postgres://x", []string{"k:1"}
+	if err := d.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprintf("%+v", d) != fmt.Sprintf("%+v", parsed) {
+		t.Errorf("Default()\n %+v\nwant what Parse gives\n %+v", d, parsed)
+	}
+	if tc := d.Table("billing.events"); tc.Schema != "billing" || tc.Name != "events" || tc.Topic != d.Topic || tc.Columns.Payload != "payload" {
+		t.Errorf("Table(billing.events) = %+v", tc)
 	}
 }

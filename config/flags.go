@@ -171,6 +171,9 @@ func (c Config) validate(g group) error {
 	if g&gCleanup != 0 && c.Cleanup != CleanupNone && c.Cleanup != CleanupDeleteAfterPublish {
 		return usagef("--cleanup %q: want none or delete-after-publish", c.Cleanup)
 	}
+	if g&gCleanup != 0 && c.Cleanup != CleanupNone && len(c.Tables) == 0 {
+		return usagef("--cleanup %s deletes outbox rows, and --table names no table (messages leave no rows)", c.Cleanup)
+	}
 	if g&gSetup != 0 && c.Role != "" && strings.ContainsAny(c.Role, "\"\x00") {
 		return usagef("--role %q: a role name without quotes", c.Role)
 	}

@@ -48,7 +48,7 @@ func WithLogger(log *slog.Logger) Option { return func(o *options) { o.log = log
 // WithRegisterer registers the relay's metrics (every outbox_cdc_* series
 // that `outbox-cdc run` exports on /metrics) with reg; without it they are
 // kept in a registry nobody reads. Two relays in one process need distinct
-// registerers, or one wrapped with prometheus.WrapRegistererWith.
+// registerers, or one wrapped with prometheus.WrapRegistererWithPrefix.
 func WithRegisterer(reg prometheus.Registerer) Option { return func(o *options) { o.reg = reg } }
 
 // WithVersion names the build in the starting log line and in

@@ -7,6 +7,7 @@ package harness
 import (
 	"bufio"
 	"bytes"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // Root returns the repository root: the nearest directory above the working
@@ -159,4 +161,30 @@ func (k *Kafka) Restart() error {
 	}
 	k.PID, _ = strconv.Atoi(kv["pid"])
 	return nil
+}
+
+// StopBeforeTimeout runs stops 20 s before go test's -timeout would end the
+// process, which runs no deferred function: servers started by TestMain are
+// stopped all the same. The returned func cancels it.
+func StopBeforeTimeout(stops ...func() error) (cancel func()) {
+	d := testTimeout()
+	if d == 0 {
+		return func() {}
+	}
+	t := time.AfterFunc(d-20*time.Second, func() {
+		fmt.Fprintln(os.Stderr, "near the test timeout; stopping servers")
+		for _, stop := range stops {
+			_ = stop()
+		}
+	})
+	return func() { t.Stop() }
+}
+
+func testTimeout() time.Duration {
+	if f := flag.Lookup("test.timeout"); f != nil {
+		if d, err := time.ParseDuration(f.Value.String()); err == nil && d > 30*time.Second {
+			return d
+		}
+	}
+	return 0
 }

@@ -66,24 +66,6 @@ func runMain(m *testing.M) int {
 	fmt.Printf("integration: postgres %s (pid %d), kafka %s (pid %d), up in %s\n",
 		pg.URL, pg.PID, broker.Brokers, broker.PID, time.Since(start).Round(time.Millisecond))
 
-	// go test's -timeout ends the process without running defers: stop the
-	// servers first.
-	if d := testTimeout(); d > 0 {
-		watchdog := time.AfterFunc(d-20*time.Second, func() {
-			fmt.Fprintln(os.Stderr, "integration: near the test timeout; stopping servers")
-			_ = broker.Stop()
-			_ = pg.Stop()
-		})
-		defer watchdog.Stop()
-	}
+	defer harness.StopBeforeTimeout(broker.Stop, pg.Stop)()
 	return m.Run()
-}
-
-func testTimeout() time.Duration {
-	if f := flag.Lookup("test.timeout"); f != nil {
-		if d, err := time.ParseDuration(f.Value.String()); err == nil && d > 30*time.Second {
-			return d
-		}
-	}
-	return 0
 }
