@@ -127,7 +127,8 @@ func (b *bench) cleanup(table string, slots ...string) {
 }
 
 // decodeCeiling streams slot with nothing but pglogrepl, counting the
-// outbox INSERTs until want were seen, and returns them, the pgoutput bytes
+// outbox INSERTs (and messages whose prefix is the publication's name)
+// until want were seen, and returns them, the pgoutput bytes
 // received, the end LSN of the last transaction and the time taken.
 func (b *bench) decodeCeiling(ctx context.Context, slot, publication string, want int) (rows int, bytes int64, end pglogrepl.LSN, took time.Duration, err error) {
 	cfg, err := pgconn.ParseConfig(b.pgURL)
@@ -142,7 +143,7 @@ func (b *bench) decodeCeiling(ctx context.Context, slot, publication string, wan
 	defer conn.Close(context.Background())
 	began := time.Now()
 	err = pglogrepl.StartReplication(ctx, conn, slot, 0, pglogrepl.StartReplicationOptions{
-		PluginArgs: []string{"proto_version '1'", "publication_names '" + publication + "'"},
+		PluginArgs: []string{"proto_version '1'", "publication_names '" + publication + "'", "messages 'true'"},
 	})
 	if err != nil {
 		return 0, 0, 0, 0, err
@@ -177,6 +178,10 @@ func (b *bench) decodeCeiling(ctx context.Context, slot, publication string, wan
 			switch m := m.(type) {
 			case *pglogrepl.InsertMessage:
 				rows++
+			case *pglogrepl.LogicalDecodingMessage:
+				if m.Prefix == publication { // the messages scenario's prefix
+					rows++
+				}
 			case *pglogrepl.CommitMessage:
 				end = m.TransactionEndLSN
 			}
@@ -254,8 +259,8 @@ func (b *bench) produceCeiling(ctx context.Context, topic string, n, valueSize i
 // relayUntil runs outbox-cdc on slot with default settings until the slot
 // confirms end, then stops it with SIGTERM, and returns the time from its
 // start and its resource usage.
-func (b *bench) relayUntil(ctx context.Context, table, slot string, end pglogrepl.LSN, env []string) (time.Duration, *syscall.Rusage, error) {
-	cmd := b.relayCmd(table, slot, env)
+func (b *bench) relayUntil(ctx context.Context, table, slot string, end pglogrepl.LSN, env []string, extra ...string) (time.Duration, *syscall.Rusage, error) {
+	cmd := b.relayCmd(table, slot, env, extra...)
 	began := time.Now()
 	if err := cmd.Start(); err != nil {
 		return 0, nil, err
@@ -299,11 +304,13 @@ func peakRSS(pid int) float64 {
 	return 0
 }
 
-func (b *bench) relayCmd(table, slot string, env []string) *exec.Cmd {
-	cmd := exec.Command(b.relay,
+// relayCmd is outbox-cdc on table's publication and slot, routing to
+// table.{aggregate_type}; extra flags follow (and win).
+func (b *bench) relayCmd(table, slot string, env []string, extra ...string) *exec.Cmd {
+	cmd := exec.Command(b.relay, append([]string{
 		"--postgres-url", b.pgURL, "--kafka-brokers", b.brokers, "--http-addr", "",
-		"--table", "public."+table, "--publication", table, "--slot", slot,
-		"--topic", table+".{aggregate_type}", "--log-level", "warn")
+		"--table", "public." + table, "--publication", table, "--slot", slot,
+		"--topic", table + ".{aggregate_type}", "--log-level", "warn"}, extra...)...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if path := os.Getenv("OUTBOX_BENCH_RELAY_LOG"); path != "" {

@@ -61,6 +61,9 @@ func run() error {
 	relayArgs := flag.String("relay-args", "", "with -compare: extra outbox-cdc flags, space-separated (for tuning)")
 	types := flag.Int("aggregate-types", 3, "with -compare: aggregate types the events are spread over, each routed to a topic of its own (3 partitions each)")
 	ceiling := flag.Bool("ceiling", true, "with -compare: also measure the bare reader's latency ceiling at each load")
+	messages := flag.Bool("messages", false, "instead: events as outbox rows against events as logical decoding messages, the writer's commits/s and WAL per event, and a backlog (-backlog) drained of each")
+	writes := flag.Int("writes", 20000, "with -messages: events written in each writer run, one per transaction")
+	writers := flag.Int("writers", 4, "with -messages: connections writing at once")
 	flag.Parse()
 	ns, err := ints(*sizes)
 	if err != nil {
@@ -113,6 +116,9 @@ func run() error {
 	}
 	defer b.db.Close(context.Background())
 
+	if *messages {
+		return b.runMessages(ctx, root, *runs, *writes, *writers, *backlog, *out)
+	}
 	if *compare {
 		if *types < 1 || *types > len(aggregateTypes) {
 			return fmt.Errorf("-aggregate-types %d: want 1 to %d", *types, len(aggregateTypes))

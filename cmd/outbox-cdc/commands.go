@@ -41,6 +41,13 @@ func check(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, red
 			templates = append(templates, t.Topic)
 		}
 	}
+	if cfg.MessagePrefix != "" {
+		items = append(items, checklist.Item{Name: "messages", Status: checklist.OK,
+			Detail: fmt.Sprintf("transactional logical decoding messages with prefix %q are events (outbox.Writer's Emit, sql/outbox_emit.sql), routed by %s", cfg.MessagePrefix, cfg.Topic)})
+		if !slices.Contains(templates, cfg.Topic) {
+			templates = append(templates, cfg.Topic)
+		}
+	}
 	dlq := ""
 	if cfg.OnInvalid == config.OnInvalidDLQ {
 		dlq = cfg.DeadLetterTopic

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -282,4 +283,31 @@ func TestMessagesKilled(t *testing.T) {
 	_, dups := byID(t, msgs)
 	checkOrder(t, msgs)
 	t.Logf("kill -9 while relaying messages: %d events delivered, %d duplicates", countIDs(msgs), dups)
+}
+
+// TestMessagesAloneCommands: setup and check know an outbox without a
+// table: an empty publication, and the message topic among the Kafka items.
+func TestMessagesAloneCommands(t *testing.T) {
+	o := newOutbox(t, "msgcmd", defaultColumns)
+	base := []string{"--postgres-url", pg.URL, "--table", "", "--publication", o.name, "--slot", o.name}
+	code, printed := runOnce(t, append(append([]string{"setup"}, base...), "--print")...)
+	if want := fmt.Sprintf(`CREATE PUBLICATION "%s" WITH (publish = 'insert');`, o.name); code != 0 || !strings.Contains(printed, want) {
+		t.Errorf("setup --print (exit %d) lacks %q:\n%s", code, want, printed)
+	}
+	if code, out := runOnce(t, append([]string{"setup"}, base...)...); code != 0 {
+		t.Fatalf("setup: exit %d\n%s", code, out)
+	}
+	code, out := runOnce(t, append(append([]string{"check"}, base...), "--kafka-brokers", broker.Brokers, "--message-prefix", o.name, "--topic", o.name+".{event_type}")...)
+	for _, want := range []string{
+		fmt.Sprintf(`[ok  ] messages: transactional logical decoding messages with prefix %q are events`, o.name),
+		"publishes INSERTs of no table (messages only)",
+		o.name + ".{event_type} names a topic per row",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("check output lacks %q", want)
+		}
+	}
+	if code != 0 {
+		t.Errorf("check exit %d, want 0:\n%s", code, out)
+	}
 }
