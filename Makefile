@@ -8,7 +8,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # Release targets for `make dist`.
 PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 
-.PHONY: build dist image demo test test-short bench bench-compare fuzz clean
+.PHONY: build dist image demo test test-short bench bench-compare bench-messages fuzz clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/outbox-cdc ./cmd/outbox-cdc
@@ -47,8 +47,14 @@ bench:
 bench-compare:
 	$(GO) run ./cmd/outbox-bench -compare
 
+# Events as outbox rows against events as logical decoding messages: the
+# writer's commits/s and WAL per event, and a backlog drained (about 3 minutes).
+bench-messages:
+	$(GO) run ./cmd/outbox-bench -messages
+
 fuzz:
 	$(GO) test -run XXX -fuzz FuzzDecode -fuzztime 60s ./decode/
+	$(GO) test -run XXX -fuzz FuzzDecode -fuzztime 30s ./message/
 
 clean:
 	rm -rf bin dist
