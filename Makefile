@@ -20,7 +20,7 @@ dist:
 	  os=$${p%/*}; arch=$${p#*/}; name=outbox-cdc_$(VERSION)_$${os}_$${arch}; \
 	  mkdir -p dist/$$name; \
 	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o dist/$$name/outbox-cdc ./cmd/outbox-cdc; \
-	  cp README.md sql/publication.sql dist/$$name/; \
+	  cp README.md sql/*.sql dist/$$name/; \
 	  tar -C dist -czf dist/$$name.tar.gz $$name; rm -rf dist/$$name; \
 	done
 	cd dist && sha256sum *.tar.gz > SHA256SUMS

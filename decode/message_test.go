@@ -37,7 +37,7 @@ func TestDecodeMessages(t *testing.T) {
 	d.DecodeMessages("outbox")
 	at := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
 	ev := message.Event{ID: "e-1", AggregateType: "order", AggregateID: "o-1", EventType: "OrderPaid",
-		Headers: []message.Header{{"z", []byte("1")}, {"id", []byte("spoofed")}, {"a", []byte("2")}}, Payload: []byte(`{"paid":  true}`)}
+		Headers: []message.Header{{Key: "z", Value: []byte("1")}, {Key: "id", Value: []byte("spoofed")}, {Key: "a", Value: []byte("2")}}, Payload: []byte(`{"paid":  true}`)}
 	res := decodeAll(t, d,
 		beginMsg(0x3000, at, 77),
 		logicalMsg(true, 0x2100, "outbox", encoded(t, ev)),

@@ -105,7 +105,7 @@ func New(cfg config.Config, opts ...Option) (*Relay, error) {
 // for the events in flight to be acknowledged, confirms what was, and
 // returns nil. It returns an error at once when the first connection to
 // Postgres or Kafka fails, or the configuration does not fit the database
-// (replication.ErrNotReady, replication.ErrColumnMissing, a *config.UsageError);
+// (replication.ErrNotReady, replication.ErrColumnMissing);
 // later failures are retried with backoff from the slot's confirmed position
 // until one cannot be mended (a row that may not be skipped with
 // --on-invalid=fail, an invalidated slot). Run may be called once.

@@ -47,7 +47,7 @@ func TestOrdersWithRelayInProcess(t *testing.T) {
 	}
 	exited := make(chan error, 1)
 	lines := make(chan string, 64) // the demo prints a handful
-	go func() { // ends when the process does
+	go func() {                    // ends when the process does
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			lines <- sc.Text()
