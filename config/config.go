@@ -42,9 +42,12 @@ type Config struct {
 	// Emit and sql/outbox_emit.sql write them; empty: none are.
 	MessagePrefix string
 	Columns       Columns // the column flags: the default mapping of each table
-	LogFormat     string
-	LogLevel      string
-	HTTPAddr      string // metrics and probes; empty: none
+	// TopicRegex and TopicReplacement rewrite routed topic names (see
+	// sink.Topic.Rewrite); the default of each table.
+	TopicRegex, TopicReplacement string
+	LogFormat                    string
+	LogLevel                     string
+	HTTPAddr                     string // metrics and probes; empty: none
 
 	MaxInFlight      int           // events published but not yet acknowledged
 	MaxInFlightBytes int64         // payload bytes of those events
@@ -175,7 +178,7 @@ func Default() Config {
 // Table returns a table named "schema.name" (or "name", in public) mapped
 // by c's column defaults and routed by c's topic.
 func (c Config) Table(name string) TableConfig {
-	tc := TableConfig{Table: decode.Table{Columns: c.Columns}, Topic: c.Topic}
+	tc := TableConfig{Table: decode.Table{Columns: c.Columns}, Topic: c.Topic, TopicRegex: c.TopicRegex, TopicReplacement: c.TopicReplacement}
 	tc.Schema, tc.Name = splitTable(name)
 	return tc
 }

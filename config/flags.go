@@ -60,8 +60,9 @@ func newFlagSet(c *Config, g group) (*flag.FlagSet, *rawFlags) {
 	}
 	if g&gColumns != 0 {
 		fs.StringVar(&c.Columns.ID, "column-id", "id", "column holding the event id (sent as header id)")
-		fs.StringVar(&c.Columns.AggregateType, "column-aggregate-type", "aggregate_type", "column holding the aggregate type (header aggregate_type, topic routing)")
-		fs.StringVar(&c.Columns.AggregateID, "column-aggregate-id", "aggregate_id", "column holding the aggregate id, used as the Kafka message key")
+		fs.StringVar(&c.Columns.AggregateType, "column-aggregate-type", "aggregate_type", "column holding the aggregate type (header aggregate_type, topic routing); empty: the table has none")
+		fs.StringVar(&c.Columns.AggregateID, "column-aggregate-id", "aggregate_id", "column whose text form is the Kafka message key (the aggregate id, or any column: id keys by event); empty: the table has none, and every record has a null key")
+		fs.Var(nullKey{&c.Columns.NullKey}, "null-key", "a NULL or empty key column: dead-letter (the row is invalid, see --on-invalid) or allow (a null key: records spread over partitions as the Java client spreads them)")
 		fs.StringVar(&c.Columns.EventType, "column-event-type", "event_type", "column holding the event type (header event_type)")
 		fs.StringVar(&c.Columns.Payload, "column-payload", "payload", "column whose value becomes the Kafka message value, byte for byte")
 		fs.StringVar(&c.Columns.Headers, "column-headers", "headers", "optional jsonb column; each string member becomes a Kafka header (absent column: unused)")
@@ -81,7 +82,9 @@ func newFlagSet(c *Config, g group) (*flag.FlagSet, *rawFlags) {
 		fs.StringVar(&c.Kafka.SASLPassword, "kafka-sasl-password", "", "SASL password; prefer OUTBOX_CDC_KAFKA_SASL_PASSWORD_FILE, never logged")
 	}
 	if g&gRoute != 0 {
-		fs.StringVar(&c.Topic, "topic", "outbox.event.{aggregate_type}", "Kafka topic template; {aggregate_type} and {event_type} are replaced from the row, anything else is literal")
+		fs.StringVar(&c.Topic, "topic", "outbox.event.{aggregate_type}", "Kafka topic template; {aggregate_type} and {event_type} are replaced from the row, {COLUMN} by that column's text form ({topic}, {type}), anything else is literal")
+		fs.StringVar(&c.TopicRegex, "topic-regex", "", "rewrite routed topic names that this regular expression (RE2) matches whole into --topic-replacement, like Debezium's route.topic.regex; empty: names as routed")
+		fs.StringVar(&c.TopicReplacement, "topic-replacement", "", "what --topic-regex's matches become; $1 or ${1} stand for its groups")
 		fs.StringVar(&c.OnInvalid, "on-invalid", OnInvalidDLQ, "a row that cannot be published (NULL or empty key, bad headers, too large, bad topic): dlq sends it to --dlq-topic and goes on; fail stops without confirming it")
 		fs.StringVar(&c.DeadLetterTopic, "dlq-topic", "outbox.dlq", "dead-letter topic for --on-invalid=dlq; the reason, table, LSN and columns travel in outbox_cdc.* headers")
 		fs.BoolVar(&c.AutoCreateTopics, "kafka-auto-create-topics", true, "ask the broker to create a missing topic (the broker must allow it: auto.create.topics.enable)")

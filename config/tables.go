@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -14,7 +15,9 @@ import (
 // TableConfig is one outbox table: its column mapping and its topic.
 type TableConfig struct {
 	decode.Table
-	Topic string // topic template, see sink.ParseTopic
+	Topic            string // topic template, see sink.ParseTopic
+	TopicRegex       string // rewrites routed names that match it whole; empty: none
+	TopicReplacement string // what they become, $1 for the first group
 }
 
 // fileConfig is the --config file, YAML or JSON: settings beyond flags.
@@ -27,12 +30,18 @@ type TableConfig struct {
 //	      aggregate_id: aggregateid
 //	      event_type: type
 //	    header_columns: [correlation_id, "tenant_id:tenant"]   # default: --header-column
+//	    null_key: allow                # default: --null-key
+//	    topic_regex: 'legacy\.(.*)'    # default: --topic-regex
+//	    topic_replacement: 'new.$1'    # default: --topic-replacement
 type fileConfig struct {
 	Tables []struct {
-		Table         string            `yaml:"table"`
-		Topic         string            `yaml:"topic"`
-		Columns       map[string]string `yaml:"columns"`
-		HeaderColumns []string          `yaml:"header_columns"`
+		Table            string            `yaml:"table"`
+		Topic            string            `yaml:"topic"`
+		Columns          map[string]string `yaml:"columns"`
+		HeaderColumns    []string          `yaml:"header_columns"`
+		NullKey          *string           `yaml:"null_key"`
+		TopicRegex       *string           `yaml:"topic_regex"`
+		TopicReplacement *string           `yaml:"topic_replacement"`
 	} `yaml:"tables"`
 }
 
@@ -64,13 +73,23 @@ func (c *Config) tables(list string, tableSet bool, path string) error {
 			return usagef("--config %s: %v", path, err)
 		}
 		for i, ft := range f.Tables {
-			tc := TableConfig{Table: decode.Table{Columns: c.Columns}, Topic: c.Topic}
-			tc.Schema, tc.Name = splitTable(ft.Table)
 			if ft.Table == "" {
 				return usagef("--config %s: tables[%d] has no table", path, i)
 			}
+			tc := c.Table(ft.Table)
 			if ft.Topic != "" {
 				tc.Topic = ft.Topic
+			}
+			if ft.NullKey != nil {
+				if err := setNullKey(&tc.Columns.NullKey, *ft.NullKey); err != nil {
+					return usagef("--config %s: table %s: null_key: %v", path, ft.Table, err)
+				}
+			}
+			if ft.TopicRegex != nil {
+				tc.TopicRegex = *ft.TopicRegex
+			}
+			if ft.TopicReplacement != nil {
+				tc.TopicReplacement = *ft.TopicReplacement
 			}
 			for k, v := range ft.Columns {
 				dst := columnField(&tc.Columns, k)
@@ -110,6 +129,36 @@ func (c *Config) tables(list string, tableSet bool, path string) error {
 	}
 	return nil
 }
+
+// Values of --null-key.
+const (
+	NullKeyDeadLetter = "dead-letter"
+	NullKeyAllow      = "allow"
+)
+
+func setNullKey(dst *bool, v string) error {
+	switch v {
+	case NullKeyDeadLetter:
+		*dst = false
+	case NullKeyAllow:
+		*dst = true
+	default:
+		return fmt.Errorf("%q: want dead-letter or allow", v)
+	}
+	return nil
+}
+
+// nullKey is the --null-key flag.
+type nullKey struct{ dst *bool }
+
+func (n nullKey) String() string {
+	if n.dst != nil && *n.dst {
+		return NullKeyAllow
+	}
+	return NullKeyDeadLetter
+}
+
+func (n nullKey) Set(s string) error { return setNullKey(n.dst, s) }
 
 // parseHeaderColumn reads COLUMN or COLUMN:HEADER.
 func parseHeaderColumn(s string) (decode.HeaderColumn, error) {
@@ -181,9 +230,13 @@ func (c Config) validateTables(columns bool) error {
 			continue
 		}
 		cols := t.Columns
+		if t.TopicRegex != "" {
+			if _, err := regexp.Compile(t.TopicRegex); err != nil {
+				return usagef("--topic-regex %q (table %s): %v", t.TopicRegex, q, err)
+			}
+		}
 		for _, r := range []struct{ flag, v string }{
-			{"column-id", cols.ID}, {"column-aggregate-type", cols.AggregateType}, {"column-aggregate-id", cols.AggregateID},
-			{"column-event-type", cols.EventType}, {"column-payload", cols.Payload},
+			{"column-id", cols.ID}, {"column-event-type", cols.EventType}, {"column-payload", cols.Payload},
 		} {
 			if r.v == "" {
 				return usagef("--%s must name a column (table %s)", r.flag, q)

@@ -11,8 +11,8 @@ import (
 // no extra headers and takes its commit time.
 type Columns struct {
 	ID            string
-	AggregateType string
-	AggregateID   string
+	AggregateType string // empty: the table has none; events have no aggregate type
+	AggregateID   string // the key; empty: the table has none, every event has a null key
 	EventType     string
 	Payload       string
 	Headers       string
@@ -20,6 +20,12 @@ type Columns struct {
 	// HeaderColumns are further columns sent as headers, in their text
 	// form (correlation_id, tenant_id, traceparent, …); NULL is left out.
 	HeaderColumns []HeaderColumn
+	// TopicColumns are columns the topic template names, {topic} say:
+	// their text forms go in Event.Fields (NULL as empty).
+	TopicColumns []string
+	// NullKey lets a NULL or empty key column give a null key; otherwise
+	// the row is invalid (ReasonNullColumn, ReasonEmptyAggregateID).
+	NullKey bool
 }
 
 // HeaderColumn maps one column to one Kafka header.
@@ -49,10 +55,11 @@ func (t Table) Qualified() string { return t.Schema + "." + t.Name }
 type Event struct {
 	ID            string
 	AggregateType string
-	AggregateID   string
+	AggregateID   string // the Kafka key; empty: a null key
 	EventType     string
-	Payload       []byte   // the payload column's value, byte for byte (bytea is unhexed)
-	Headers       []Header // string members of the headers column, sorted by key
+	Payload       []byte            // the payload column's value, byte for byte (bytea is unhexed)
+	Fields        map[string]string // Columns.TopicColumns' values, for topic routing
+	Headers       []Header          // string members of the headers column, sorted by key
 	Time          time.Time
 	CommitLSN     pglogrepl.LSN // LSN of the commit record of the row's transaction
 	CommitTime    time.Time     // when the row's transaction committed

@@ -30,8 +30,9 @@ type relation struct {
 	err     error   // why this outbox relation cannot be mapped, reported on each Insert
 
 	id, aggType, aggID, evType, payload int
-	headers, ts                         int   // -1 when the table has no such column
+	headers, ts                         int   // -1 when the table has no such column (aggType, aggID too)
 	extra                               []int // HeaderColumns' positions
+	fields                              []int // TopicColumns' positions
 	contentType                         string
 }
 
@@ -60,9 +61,16 @@ func (d *Decoder) newRelation(m *pglogrepl.RelationMessage) *relation {
 		{&r.payload, r.cols.Payload, "--column-payload"},
 	}
 	for _, c := range required {
-		if *c.dst = index(c.name); *c.dst < 0 && r.err == nil {
+		if *c.dst = index(c.name); *c.dst < 0 && c.name != "" && r.err == nil {
 			r.err = fmt.Errorf("outbox table %s has no column %q (%s)", r.name, c.name, c.flag)
 		}
+	}
+	for _, name := range r.cols.TopicColumns {
+		j := index(name)
+		if j < 0 && r.err == nil {
+			r.err = fmt.Errorf("outbox table %s has no column %q (named in the topic template)", r.name, name)
+		}
+		r.fields = append(r.fields, j)
 	}
 	for _, h := range r.cols.HeaderColumns {
 		j := index(h.Column)
@@ -149,15 +157,36 @@ func (r *relation) event(t *tuple) (Event, error) {
 		}
 	}
 	text(r.id, &ev.ID)
-	text(r.aggType, &ev.AggregateType)
-	text(r.aggID, &ev.AggregateID)
+	if r.aggType >= 0 {
+		text(r.aggType, &ev.AggregateType)
+	}
+	if r.aggID >= 0 && !(r.cols.NullKey && t.kind[r.aggID] == pglogrepl.TupleDataTypeNull) {
+		text(r.aggID, &ev.AggregateID)
+	}
 	text(r.evType, &ev.EventType)
 	var payload []byte
 	if reason == "" {
 		payload, reason, detail = r.value(t, r.payload)
 	}
-	if reason == "" && ev.AggregateID == "" {
-		reason, detail = ReasonEmptyAggregateID, fmt.Sprintf("column %q is empty; it is the Kafka message key", r.columns[r.aggID].Name)
+	if reason == "" && r.aggID >= 0 && ev.AggregateID == "" && !r.cols.NullKey {
+		reason, detail = ReasonEmptyAggregateID, fmt.Sprintf("column %q is empty; it is the Kafka message key (--null-key=allow gives such rows a null key)", r.columns[r.aggID].Name)
+	}
+	for k, j := range r.fields {
+		if reason != "" {
+			break
+		}
+		if ev.Fields == nil {
+			ev.Fields = make(map[string]string, len(r.fields))
+		}
+		switch t.kind[j] {
+		case pglogrepl.TupleDataTypeNull:
+			ev.Fields[r.cols.TopicColumns[k]] = ""
+		default:
+			var b []byte
+			if b, reason, detail = r.value(t, j); reason == "" {
+				ev.Fields[r.cols.TopicColumns[k]] = string(b)
+			}
+		}
 	}
 	if reason != "" {
 		return Event{}, r.invalid(t, ev.ID, reason, detail)

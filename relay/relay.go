@@ -76,11 +76,19 @@ func New(cfg config.Config, opts ...Option) (*Relay, error) {
 	r := &Relay{cfg: cfg, target: Target(cfg), log: o.log, topics: map[string]sink.Topic{}, version: o.version}
 	var err error
 	for _, t := range cfg.Tables {
-		if r.topics[t.Qualified()], err = sink.ParseTopic(t.Topic); err != nil {
+		topic, err := sink.ParseTopic(t.Topic)
+		if err == nil {
+			topic, err = topic.Rewrite(t.TopicRegex, t.TopicReplacement)
+		}
+		if err != nil {
 			return nil, &config.UsageError{Msg: fmt.Sprintf("--topic (table %s): %v", t.Qualified(), err)}
 		}
+		r.topics[t.Qualified()] = topic
 	}
-	if r.topic, err = sink.ParseTopic(cfg.Topic); err != nil {
+	if r.topic, err = sink.ParseTopic(cfg.Topic); err == nil {
+		r.topic, err = r.topic.Rewrite(cfg.TopicRegex, cfg.TopicReplacement)
+	}
+	if err != nil {
 		return nil, &config.UsageError{Msg: fmt.Sprintf("--topic: %v", err)}
 	}
 	if cfg.OnInvalid == config.OnInvalidDLQ {
@@ -123,11 +131,16 @@ func (r *Relay) Run(ctx context.Context) error {
 // on /readyz.
 func (r *Relay) Ready(ctx context.Context) error { return r.ready.check(ctx) }
 
-// Target is the publication, slot and tables cfg names.
+// Target is the publication, slot and tables cfg names, each table with
+// the columns its topic template names.
 func Target(cfg config.Config) replication.Target {
 	t := replication.Target{Publication: cfg.Publication, Slot: cfg.Slot}
 	for _, tc := range cfg.Tables {
-		t.Tables = append(t.Tables, tc.Table)
+		tb := tc.Table
+		if topic, err := sink.ParseTopic(tc.Topic); err == nil {
+			tb.Columns.TopicColumns = topic.Columns()
+		}
+		t.Tables = append(t.Tables, tb)
 	}
 	return t
 }

@@ -35,7 +35,7 @@ func TestNewRefusesWhatCannotWork(t *testing.T) {
 		"no brokers":             func(c *config.Config) { c.KafkaBrokers = nil },
 		"nothing to relay":       func(c *config.Config) { c.Tables, c.MessagePrefix = nil, "" },
 		"heartbeat prefix":       func(c *config.Config) { c.MessagePrefix = "outbox-cdc.heartbeat" },
-		"bad topic template":     func(c *config.Config) { c.Tables[0].Topic = "a.{nope}" },
+		"bad topic template":     func(c *config.Config) { c.Tables[0].Topic = "a.{" },
 		"bad dead-letter topic":  func(c *config.Config) { c.DeadLetterTopic = "no spaces" },
 		"confirm past status":    func(c *config.Config) { c.ConfirmInterval = time.Hour },
 		"unknown compression":    func(c *config.Config) { c.Compression = "brotli" },

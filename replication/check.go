@@ -191,17 +191,24 @@ type columnRole struct {
 }
 
 func columnRoles(c decode.Columns) []columnRole {
-	roles := []columnRole{
-		{flag: "column-id", name: c.ID},
-		{flag: "column-aggregate-type", name: c.AggregateType},
-		{flag: "column-aggregate-id", name: c.AggregateID},
+	roles := []columnRole{{flag: "column-id", name: c.ID}}
+	if c.AggregateType != "" { // empty: the table has none
+		roles = append(roles, columnRole{flag: "column-aggregate-type", name: c.AggregateType})
+	}
+	if c.AggregateID != "" {
+		roles = append(roles, columnRole{flag: "column-aggregate-id", name: c.AggregateID})
+	}
+	roles = append(roles, []columnRole{
 		{flag: "column-event-type", name: c.EventType},
 		{flag: "column-payload", name: c.Payload, types: []string{"jsonb", "json", "text", "bytea", "character varying"}},
 		{flag: "column-headers", name: c.Headers, optional: true, types: []string{"jsonb", "json"}},
 		{flag: "column-timestamp", name: c.Timestamp, optional: true, types: []string{"timestamp with time zone", "timestamp without time zone"}},
-	}
+	}...)
 	for _, h := range c.HeaderColumns {
 		roles = append(roles, columnRole{flag: "header-column", name: h.Column})
+	}
+	for _, name := range c.TopicColumns {
+		roles = append(roles, columnRole{flag: "topic", name: name})
 	}
 	return roles
 }

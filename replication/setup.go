@@ -66,11 +66,16 @@ func (t Target) qualified() []string {
 // required returns the columns a table must have: those mapped to the
 // event and the header columns.
 func required(c decode.Columns) []string {
-	cols := []string{c.ID, c.AggregateType, c.AggregateID, c.EventType, c.Payload}
+	var cols []string
+	for _, name := range []string{c.ID, c.AggregateType, c.AggregateID, c.EventType, c.Payload} {
+		if name != "" { // an aggregate column the table does not have
+			cols = append(cols, name)
+		}
+	}
 	for _, h := range c.HeaderColumns {
 		cols = append(cols, h.Column)
 	}
-	return cols
+	return append(cols, c.TopicColumns...)
 }
 
 // missingFromPublication returns the tables of t that the publication does

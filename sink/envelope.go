@@ -49,8 +49,10 @@ func (w *Writer) headers(ev *decode.Event) []kafka.Header {
 	hs = append(hs,
 		kafka.Header{Key: "id", Value: []byte(ev.ID)},
 		kafka.Header{Key: "event_type", Value: []byte(ev.EventType)},
-		kafka.Header{Key: "aggregate_type", Value: []byte(ev.AggregateType)},
 	)
+	if ev.AggregateType != "" { // a table without the column: no header
+		hs = append(hs, kafka.Header{Key: "aggregate_type", Value: []byte(ev.AggregateType)})
+	}
 	if w.cfg.Envelope == EnvelopeCloudEvents {
 		source := w.cfg.CloudEventsSource
 		if source == "" {
@@ -61,11 +63,13 @@ func (w *Writer) headers(ev *decode.Event) []kafka.Header {
 			kafka.Header{Key: HeaderCEID, Value: []byte(ev.ID)},
 			kafka.Header{Key: "ce_source", Value: []byte(source)},
 			kafka.Header{Key: HeaderCEType, Value: []byte(ev.EventType)},
-			kafka.Header{Key: "ce_subject", Value: []byte(ev.AggregateID)},
 			kafka.Header{Key: "ce_time", Value: []byte(ev.Time.UTC().Format(time.RFC3339Nano))},
-			kafka.Header{Key: "ce_partitionkey", Value: []byte(ev.AggregateID)},
 			kafka.Header{Key: "content-type", Value: []byte(ev.ContentType)},
 		)
+		if ev.AggregateID != "" { // a null key has neither
+			hs = append(hs, kafka.Header{Key: "ce_subject", Value: []byte(ev.AggregateID)},
+				kafka.Header{Key: "ce_partitionkey", Value: []byte(ev.AggregateID)})
+		}
 	}
 	if w.cfg.MetadataHeaders {
 		hs = append(hs,

@@ -82,9 +82,10 @@ type Writer struct {
 
 	mu      sync.Mutex
 	parts   map[topicPartition]*partition
-	senders map[int32]*sender     // by broker id
-	counts  map[string]topicCount // partitions and leaders per topic, cached
-	owned   sync.WaitGroup        // the senders, salvages and lookups
+	senders map[int32]*sender          // by broker id
+	counts  map[string]topicCount      // partitions and leaders per topic, cached
+	sticky  map[string]stickyPartition // by topic: where null keys go
+	owned   sync.WaitGroup             // the senders, salvages and lookups
 
 	// abandon ends produce requests and retries once Close gives up waiting.
 	abandon   context.Context
@@ -172,6 +173,7 @@ func NewWriter(cfg Config, done Done) *Writer {
 		parts:      map[topicPartition]*partition{},
 		senders:    map[int32]*sender{},
 		counts:     map[string]topicCount{},
+		sticky:     map[string]stickyPartition{},
 	}
 	w.abandon, w.abandoned = context.WithCancel(context.Background())
 	return w
@@ -219,9 +221,13 @@ func (w *Writer) Publish(ctx context.Context, ev *decode.Event, token uint64) er
 	if err := validTopicName(topic); err != nil {
 		return w.deadLetterEvent(ctx, ev, topic, token, &Error{Topic: topic, Err: err, Reason: ReasonInvalidTopic})
 	}
+	var key []byte // nil: a null key, spread as the Java client spreads them
+	if ev.AggregateID != "" {
+		key = []byte(ev.AggregateID)
+	}
 	msg := kafka.Message{
 		Topic:      topic,
-		Key:        []byte(ev.AggregateID),
+		Key:        key,
 		Value:      ev.Payload,
 		Headers:    w.headers(ev),
 		Time:       ev.Time,

@@ -3,6 +3,8 @@ package sink
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -36,9 +38,9 @@ func (w *Writer) enqueue(ctx context.Context, msg kafka.Message) error {
 	if err != nil {
 		return err
 	}
-	id := balancer.Balance(msg, c.ids...)
-	tp := topicPartition{msg.Topic, id}
 	w.mu.Lock()
+	id := w.choose(&msg, c.ids)
+	tp := topicPartition{msg.Topic, id}
 	if w.closed.Load() {
 		// Checked again under mu: a sender stops, under mu, only once the
 		// writer is closed and its partitions are empty, so nothing queued
@@ -89,7 +91,37 @@ func (w *Writer) partitionOf(ctx context.Context, msg *kafka.Message) (int, erro
 	if err != nil {
 		return 0, err
 	}
-	return balancer.Balance(*msg, c.ids...), nil
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.choose(msg, c.ids), nil
+}
+
+// choose returns msg's partition among ids: by murmur2 of its key, as the
+// Java client does; a null key goes to its topic's sticky partition, which
+// moves to another at random once a batch's worth of records went to it
+// (the Java client's uniform sticky partitioner), so that null keys spread
+// evenly and still fill batches. Called with mu held.
+func (w *Writer) choose(msg *kafka.Message, ids []int) int {
+	if msg.Key != nil || len(ids) == 1 {
+		return balancer.Balance(*msg, ids...)
+	}
+	st := w.sticky[msg.Topic]
+	if st.left <= 0 || !slices.Contains(ids, st.id) {
+		next := ids[rand.N(len(ids))]
+		for next == st.id && len(ids) > 1 {
+			next = ids[rand.N(len(ids))]
+		}
+		st = stickyPartition{id: next, left: w.cfg.BatchSize}
+	}
+	st.left--
+	w.sticky[msg.Topic] = st
+	return st.id
+}
+
+// stickyPartition is where a topic's null-keyed records go for now.
+type stickyPartition struct {
+	id   int
+	left int // records still to send there
 }
 
 // partitionIDs returns the partitions of topic (0 to n-1) and their leaders,

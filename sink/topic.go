@@ -2,15 +2,22 @@ package sink
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/outbox-cdc/outbox-cdc/decode"
 )
 
 // Topic routes an event to a topic name by a template in which
-// {aggregate_type} and {event_type} stand for the event's fields.
+// {aggregate_type} and {event_type} stand for the event's fields and any
+// other {name} for the column of that name (decode.Event.Fields), then, if
+// set, by a rewrite of the whole name (Debezium's route.topic.regex and
+// route.topic.replacement).
 type Topic struct {
-	parts []topicPart
+	parts   []topicPart
+	columns []string
+	rewrite *regexp.Regexp // anchored: the whole name must match
+	replace string
 }
 
 type topicPart struct {
@@ -43,8 +50,12 @@ func ParseTopic(template string) (Topic, error) {
 		}
 		name := rest[open+1 : open+end]
 		f, ok := topicFields[name]
-		if !ok {
-			return Topic{}, fmt.Errorf("topic template %q: unknown field {%s}; use {aggregate_type} or {event_type}", template, name)
+		switch {
+		case name == "" || strings.ContainsAny(name, "{"):
+			return Topic{}, fmt.Errorf("topic template %q: want {aggregate_type}, {event_type} or {COLUMN}", template)
+		case !ok:
+			f = func(e *decode.Event) string { return e.Fields[name] }
+			t.columns = append(t.columns, name)
 		}
 		t.parts = append(t.parts, topicPart{field: f})
 		rest = rest[open+end+1:]
@@ -60,9 +71,28 @@ func ParseTopic(template string) (Topic, error) {
 	return t, nil
 }
 
+// Columns are the table columns the template names, besides the event's
+// fields.
+func (t Topic) Columns() []string { return t.columns }
+
+// Rewrite returns t with its names rewritten: a name that regex matches
+// whole becomes replacement, with $1, ${name} and so on standing for the
+// regex's groups; any other name stays as it is.
+func (t Topic) Rewrite(regex, replacement string) (Topic, error) {
+	if regex == "" {
+		return t, nil
+	}
+	re, err := regexp.Compile(`^(?:` + regex + `)$`)
+	if err != nil {
+		return Topic{}, fmt.Errorf("topic regex %q: %w", regex, err)
+	}
+	t.rewrite, t.replace = re, replacement
+	return t, nil
+}
+
 // Name returns the topic of ev.
 func (t Topic) Name(ev *decode.Event) string {
-	if len(t.parts) == 1 && t.parts[0].field == nil {
+	if len(t.parts) == 1 && t.parts[0].field == nil && t.rewrite == nil {
 		return t.parts[0].literal
 	}
 	var b strings.Builder
@@ -73,7 +103,11 @@ func (t Topic) Name(ev *decode.Event) string {
 			b.WriteString(p.literal)
 		}
 	}
-	return b.String()
+	name := b.String()
+	if t.rewrite != nil && t.rewrite.MatchString(name) {
+		return t.rewrite.ReplaceAllString(name, t.replace)
+	}
+	return name
 }
 
 // ValidateTopicName reports why Kafka would reject name as a topic name.
@@ -101,7 +135,7 @@ func validTopicName(name string) error {
 
 // Fixed returns the topic name when the template has no fields.
 func (t Topic) Fixed() (string, bool) {
-	if len(t.parts) == 1 && t.parts[0].field == nil {
+	if len(t.parts) == 1 && t.parts[0].field == nil && t.rewrite == nil {
 		return t.parts[0].literal, true
 	}
 	return "", false
