@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,18 +16,20 @@ import (
 )
 
 // ErrNotReady is a table that cleanup cannot work on as configured.
-var ErrNotReady = errors.New("outbox table not ready for --cleanup=delete-after-publish")
+var ErrNotReady = errors.New("outbox table not ready for --cleanup")
 
 // batchSize is the most rows one DELETE names.
 const batchSize = 1000
 
-// Cleaner deletes published rows in batches and then acks their events.
+// Cleaner deletes or marks published rows in batches and then acks their
+// events.
 // Track and Done may be called from any goroutine; Run owns the deleting.
 type Cleaner struct {
 	url       string
 	tables    map[string]table // by schema.table
 	ack       func(seq uint64)
 	onDeleted func(n int64)
+	onMarked  func(n int64)
 	log       *slog.Logger
 
 	mu      sync.Mutex
@@ -37,23 +40,54 @@ type Cleaner struct {
 }
 
 type table struct {
-	deleteSQL string // DELETE … WHERE id = ANY($1::type[])
+	marks    bool      // clean marks (UPDATE) rather than deletes
+	clean    statement // DELETE or UPDATE … WHERE id = ANY($1::type[])
+	dead     statement // UPDATE of dead-lettered rows; empty: they are kept as they are
+	deadOnly bool      // dead set, clean empty: published rows kept as they are
+}
+
+// statement is one batched DELETE or UPDATE: $1 is the ids, args the
+// further parameters, reason the index in args of the dead letter's reason
+// (-1: none).
+type statement struct {
+	sql    string
+	args   []any
+	reason int
 }
 
 type row struct{ table, id string }
 
+// What a settled event's row gets.
+type action int
+
+const (
+	keep  action = iota // nothing: a dead letter without --mark-dead, or a row never tracked
+	clean               // deleted, or marked with --mark
+	bury                // marked with --mark-dead
+)
+
 type settled struct {
-	seq uint64
-	row row
-	del bool // false: ack without deleting (a dead letter, or a row never tracked)
+	seq    uint64
+	row    row
+	act    action
+	reason string // the dead letter's, with bury
+}
+
+// Table is one outbox table and what happens to its rows once their events
+// are in Kafka: deleted (no Mark), or updated by Mark; and dead-lettered
+// rows updated by MarkDead (none: kept as they are).
+type Table struct {
+	decode.Table
+	Mark, MarkDead []Set
 }
 
 // Config is what a cleaner needs.
 type Config struct {
 	URL       string
-	Tables    []decode.Table
-	Ack       func(seq uint64) // acks an event to the checkpoint, once its row is deleted
+	Tables    []Table
+	Ack       func(seq uint64) // acks an event to the checkpoint, once its row is deleted or marked
 	OnDeleted func(n int64)    // counts deleted rows, for metrics; nil: none
+	OnMarked  func(n int64)    // counts marked rows (either kind); nil: none
 	Logger    *slog.Logger
 }
 
@@ -69,40 +103,63 @@ func New(ctx context.Context, cfg Config) (*Cleaner, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	c := &Cleaner{url: cfg.URL, tables: map[string]table{}, ack: cfg.Ack, onDeleted: cfg.OnDeleted, log: log,
+	c := &Cleaner{url: cfg.URL, tables: map[string]table{}, ack: cfg.Ack, onDeleted: cfg.OnDeleted, onMarked: cfg.OnMarked, log: log,
 		rows: map[uint64]row{}, wake: make(chan struct{}, 1)}
 	for _, t := range cfg.Tables {
-		sql, err := deleteSQL(ctx, conn, t)
+		tb, err := prepareTable(ctx, conn, t)
 		if err != nil {
 			return nil, err
 		}
-		c.tables[t.Qualified()] = table{deleteSQL: sql}
+		c.tables[t.Qualified()] = tb
 	}
 	return c, nil
 }
 
-func deleteSQL(ctx context.Context, conn *pgx.Conn, t decode.Table) (string, error) {
+// prepareTable checks what cleaning t needs (a unique id column, the
+// privileges, columns that the marks fit) and builds its statements.
+func prepareTable(ctx context.Context, conn *pgx.Conn, t Table) (table, error) {
 	name := pgx.Identifier{t.Schema, t.Name}.Sanitize()
+	priv := "DELETE"
+	if len(t.Mark) > 0 || len(t.MarkDead) > 0 {
+		priv = "UPDATE"
+	}
 	var typ string
 	var unique, mayDelete bool
 	err := conn.QueryRow(ctx, `
 		SELECT format_type(a.atttypid, a.atttypmod),
 			EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = a.attrelid AND i.indisunique AND i.indnkeyatts = 1
 				AND i.indkey[0] = a.attnum AND i.indpred IS NULL),
-			has_table_privilege(a.attrelid, 'SELECT') AND has_table_privilege(a.attrelid, 'DELETE')
+			has_table_privilege(a.attrelid, 'SELECT') AND has_table_privilege(a.attrelid, $3)
 		FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attname = $2 AND NOT a.attisdropped`,
-		name, t.Columns.ID).Scan(&typ, &unique, &mayDelete)
+		name, t.Columns.ID, priv).Scan(&typ, &unique, &mayDelete)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return "", fmt.Errorf("%w: %s has no column %q (--column-id)", ErrNotReady, name, t.Columns.ID)
+		return table{}, fmt.Errorf("%w: %s has no column %q (--column-id)", ErrNotReady, name, t.Columns.ID)
 	case err != nil:
-		return "", fmt.Errorf("cleanup: read %s: %w", name, err)
+		return table{}, fmt.Errorf("cleanup: read %s: %w", name, err)
 	case !unique:
-		return "", fmt.Errorf("%w: rows are deleted by %s.%s, which needs a unique index (make it the primary key)", ErrNotReady, name, t.Columns.ID)
+		return table{}, fmt.Errorf("%w: rows are cleaned by %s.%s, which needs a unique index (make it the primary key)", ErrNotReady, name, t.Columns.ID)
 	case !mayDelete:
-		return "", fmt.Errorf("%w: the role may not delete from %s; GRANT SELECT, DELETE ON %s TO the role (outbox-cdc setup --cleanup=delete-after-publish --role … does)", ErrNotReady, name, name)
+		return table{}, fmt.Errorf("%w: the role may not %s %s; GRANT SELECT, %s ON %s TO the role (outbox-cdc setup --cleanup=… --role … does)",
+			ErrNotReady, strings.ToLower(priv), name, priv, name)
 	}
-	return fmt.Sprintf("DELETE FROM %s WHERE %s = ANY($1::%s[])", name, pgx.Identifier{t.Columns.ID}.Sanitize(), typ), nil
+	where := fmt.Sprintf(" WHERE %s = ANY($1::%s[])", pgx.Identifier{t.Columns.ID}.Sanitize(), typ)
+	if len(t.Mark) == 0 && len(t.MarkDead) == 0 {
+		return table{clean: statement{sql: "DELETE FROM " + name + where, reason: -1}}, nil
+	}
+	cats, err := columnCategories(ctx, conn, name)
+	if err != nil {
+		return table{}, err
+	}
+	tb := table{marks: true}
+	if tb.clean, err = update(name, where, t.Mark, cats); err != nil && !errors.Is(err, errNoSets) {
+		return table{}, err
+	}
+	if tb.dead, err = update(name, where, t.MarkDead, cats); err != nil && !errors.Is(err, errNoSets) {
+		return table{}, err
+	}
+	tb.deadOnly = tb.clean.sql == ""
+	return tb, nil
 }
 
 // Track records that the event under seq is the row id of table. Call it
@@ -113,13 +170,22 @@ func (c *Cleaner) Track(seq uint64, table, id string) {
 	c.mu.Unlock()
 }
 
-// Done takes Kafka's acknowledgement of the event under seq; dead says it
-// went to the dead-letter topic, and its row is kept.
-func (c *Cleaner) Done(seq uint64, dead bool) {
+// Done takes Kafka's acknowledgement of the event under seq; a reason says
+// it went to the dead-letter topic, and its row is kept, or marked dead.
+func (c *Cleaner) Done(seq uint64, reason string) {
 	c.mu.Lock()
 	r, tracked := c.rows[seq]
 	delete(c.rows, seq)
-	c.ready = append(c.ready, settled{seq: seq, row: r, del: tracked && !dead})
+	st := settled{seq: seq, row: r}
+	tb := c.tables[r.table]
+	switch {
+	case !tracked:
+	case reason == "" && tb.clean.sql != "":
+		st.act = clean
+	case reason != "" && tb.dead.sql != "":
+		st.act, st.reason = bury, reason
+	}
+	c.ready = append(c.ready, st)
 	c.mu.Unlock()
 	select {
 	case c.wake <- struct{}{}:
@@ -212,14 +278,15 @@ func (c *Cleaner) flush(ctx context.Context, conn **pgx.Conn) (int, error) {
 	if n == 0 {
 		return 0, nil
 	}
-	ids := map[string][]string{}
+	groups := map[group][]string{}
 	for _, s := range batch {
-		if s.del {
-			ids[s.row.table] = append(ids[s.row.table], s.row.id)
+		if s.act != keep {
+			g := group{s.row.table, s.act, s.reason}
+			groups[g] = append(groups[g], s.row.id)
 		}
 	}
-	if len(ids) > 0 {
-		deleted, err := c.delete(ctx, conn, ids)
+	if len(groups) > 0 {
+		deleted, marked, err := c.apply(ctx, conn, groups)
 		if err != nil {
 			c.mu.Lock()
 			c.ready = append(batch, c.ready...)
@@ -229,8 +296,11 @@ func (c *Cleaner) flush(ctx context.Context, conn **pgx.Conn) (int, error) {
 		c.mu.Lock()
 		c.deleted += deleted
 		c.mu.Unlock()
-		if c.onDeleted != nil {
+		if c.onDeleted != nil && deleted > 0 {
 			c.onDeleted(deleted)
+		}
+		if c.onMarked != nil && marked > 0 {
+			c.onMarked(marked)
 		}
 	}
 	for _, s := range batch {
@@ -239,33 +309,54 @@ func (c *Cleaner) flush(ctx context.Context, conn **pgx.Conn) (int, error) {
 	return n, nil
 }
 
-func (c *Cleaner) delete(ctx context.Context, conn **pgx.Conn, ids map[string][]string) (int64, error) {
+// group is rows one statement settles.
+type group struct {
+	table  string
+	act    action
+	reason string
+}
+
+// apply runs each group's statement in one transaction, and returns how
+// many rows it deleted and marked.
+func (c *Cleaner) apply(ctx context.Context, conn **pgx.Conn, groups map[group][]string) (deleted, marked int64, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if *conn == nil || (*conn).IsClosed() {
 		cn, err := pgx.Connect(ctx, c.url)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		*conn = cn
 	}
-	var total int64
-	err := pgx.BeginFunc(ctx, *conn, func(tx pgx.Tx) error {
-		for name, list := range ids {
-			tag, err := tx.Exec(ctx, c.tables[name].deleteSQL, list)
-			if err != nil {
-				return fmt.Errorf("delete from %s: %w", name, err)
+	err = pgx.BeginFunc(ctx, *conn, func(tx pgx.Tx) error {
+		for g, ids := range groups {
+			tb := c.tables[g.table]
+			st := tb.clean
+			if g.act == bury {
+				st = tb.dead
 			}
-			total += tag.RowsAffected()
+			args := append([]any{ids}, st.args...)
+			if st.reason >= 0 {
+				args[st.reason+1] = g.reason
+			}
+			tag, err := tx.Exec(ctx, st.sql, args...)
+			if err != nil {
+				return fmt.Errorf("clean %s: %w", g.table, err)
+			}
+			if tb.marks {
+				marked += tag.RowsAffected()
+			} else {
+				deleted += tag.RowsAffected()
+			}
 		}
 		return nil
 	})
 	if err != nil {
 		(*conn).Close(context.Background())
 		*conn = nil
-		return 0, err
+		return 0, 0, err
 	}
-	return total, nil
+	return deleted, marked, nil
 }
 
 func backoff(attempt int) time.Duration {

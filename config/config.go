@@ -69,7 +69,9 @@ type Config struct {
 	Envelope          string // raw or cloudevents
 	CloudEventsSource string // ce_source; empty: /outbox-cdc/ and the table
 	MetadataHeaders   bool   // commit LSN, xid and commit time headers
-	Cleanup           string // none or delete-after-publish
+	Cleanup           string   // none, delete-after-publish or mark
+	Mark              []string // with --cleanup=mark: COLUMN=VALUE set on published rows; each table's default
+	MarkDead          []string // COLUMN=VALUE set on dead-lettered rows; each table's default
 
 	Role  string // setup: the role outbox-cdc runs as, granted what it needs
 	Print bool   // setup: print the SQL instead of running it
@@ -93,6 +95,7 @@ type KafkaSecurity struct {
 const (
 	CleanupNone               = "none"
 	CleanupDeleteAfterPublish = "delete-after-publish"
+	CleanupMark               = "mark"
 )
 
 // Policies for a row that cannot be published (--on-invalid).
@@ -100,6 +103,16 @@ const (
 	OnInvalidDLQ  = "dlq"
 	OnInvalidFail = "fail"
 )
+
+// marks reports whether some table has something to mark.
+func (c Config) marks() bool {
+	for _, t := range c.Tables {
+		if len(t.Mark) > 0 || len(t.MarkDead) > 0 {
+			return true
+		}
+	}
+	return false
+}
 
 // TableNames returns the outbox tables as "schema.table", comma-separated.
 func (c Config) TableNames() string {
@@ -178,7 +191,8 @@ func Default() Config {
 // Table returns a table named "schema.name" (or "name", in public) mapped
 // by c's column defaults and routed by c's topic.
 func (c Config) Table(name string) TableConfig {
-	tc := TableConfig{Table: decode.Table{Columns: c.Columns}, Topic: c.Topic, TopicRegex: c.TopicRegex, TopicReplacement: c.TopicReplacement}
+	tc := TableConfig{Table: decode.Table{Columns: c.Columns}, Topic: c.Topic, TopicRegex: c.TopicRegex, TopicReplacement: c.TopicReplacement,
+		Mark: c.Mark, MarkDead: c.MarkDead}
 	tc.Schema, tc.Name = splitTable(name)
 	return tc
 }
@@ -222,6 +236,11 @@ func Parse(cmd string, args, environ []string, out io.Writer) (Config, error) {
 	if envErr != nil {
 		return Config{}, envErr
 	}
+	fs.VisitAll(func(f *flag.Flag) {
+		if v, ok := f.Value.(interface{ environmentRead() }); ok {
+			v.environmentRead()
+		}
+	})
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printUsage(out, cmd, fs)

@@ -217,7 +217,14 @@ func TestTableAndEnvelopeUsage(t *testing.T) {
 		{append(base, "--header-column", "a:h", "--header-column", "b:h"), `header "h" is given twice`},
 		{append(base, "--envelope", "avro"), "want raw or cloudevents"},
 		{append(base, "--cloudevents-source", "has space"), "want a URI-reference"},
-		{append(base, "--cleanup", "truncate"), "want none or delete-after-publish"},
+		{append(base, "--cleanup", "truncate"), "want none, delete-after-publish or mark"},
+		{append(base, "--cleanup", "mark"), "--cleanup=mark needs --mark COLUMN=VALUE"},
+		{append(base, "--mark", "sent=true"), "--mark and --mark-dead need --cleanup=mark"},
+		{append(base, "--cleanup", "mark", "--mark", "sent"), `"sent": want COLUMN=VALUE`},
+		{append(base, "--cleanup", "mark", "--mark", "sent=yes"), "is none of now(), true, false, an integer or a 'quoted string'"},
+		{append(base, "--cleanup", "mark", "--mark", "last_error=reason"), "is none of"},
+		{append(base, "--topic-regex", "("), "--topic-regex"},
+		{append(base, "--null-key", "maybe"), "want dead-letter or allow"},
 		{append(base, "--table", "", "--message-prefix", ""), "relay messages alone with --table '' and a --message-prefix"},
 		{append(base, "--message-prefix", "outbox-cdc.heartbeat"), "heartbeat prefix"},
 		{append(base, "--table", "", "--cleanup", "delete-after-publish"), "messages leave no rows"},
@@ -283,5 +290,30 @@ func TestDefaultIsRunWithoutFlags(t *testing.T) {
 	}
 	if tc := d.Table("billing.events"); tc.Schema != "billing" || tc.Name != "events" || tc.Topic != d.Topic || tc.Columns.Payload != "payload" {
 		t.Errorf("Table(billing.events) = %+v", tc)
+	}
+}
+
+func TestMarksAndKeys(t *testing.T) {
+	c, err := Parse(CmdRun, []string{"--postgres-url", "postgres://x", "--kafka-brokers", "k:1", "--cleanup", "mark",
+		"--mark", "status='Pub,lished'", "--mark", "published_at=now()", "--mark-dead", "last_error=reason",
+		"--column-aggregate-id", "", "--column-aggregate-type", "", "--null-key", "allow", "--topic", "{topic}"},
+		[]string{"OUTBOX_CDC_MARK_DEAD=status='Failed',attempts=3"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := c.Tables[0]
+	if strings.Join(tb.Mark, "|") != "status='Pub,lished'|published_at=now()" || strings.Join(tb.MarkDead, "|") != "last_error=reason" {
+		t.Errorf("mark %q, mark-dead %q (the flag wins over the environment)", tb.Mark, tb.MarkDead)
+	}
+	if tb.Columns.AggregateID != "" || tb.Columns.AggregateType != "" || !tb.Columns.NullKey {
+		t.Errorf("columns %+v: want no aggregate columns, null keys allowed", tb.Columns)
+	}
+	c, err = Parse(CmdRun, []string{"--postgres-url", "postgres://x", "--kafka-brokers", "k:1", "--cleanup", "mark"},
+		[]string{"OUTBOX_CDC_MARK=status='Failed, twice',attempts=3"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(c.Tables[0].Mark, "|") != "status='Failed, twice'|attempts=3" {
+		t.Errorf("mark from the environment %q: commas inside quotes are kept", c.Tables[0].Mark)
 	}
 }

@@ -116,7 +116,9 @@ func newFlagSet(c *Config, g group) (*flag.FlagSet, *rawFlags) {
 		fs.BoolVar(&c.Print, "print", false, "print the SQL instead of running it")
 	}
 	if g&gCleanup != 0 {
-		fs.StringVar(&c.Cleanup, "cleanup", CleanupNone, "none, or delete-after-publish: delete each row once Kafka acknowledged its event (by the id column, which must be unique), before its position is confirmed; dead-lettered rows are kept")
+		fs.StringVar(&c.Cleanup, "cleanup", CleanupNone, "none; delete-after-publish: delete each row once Kafka acknowledged its event (by the id column, which must be unique), before its position is confirmed, dead-lettered rows kept; or mark: update it instead, by --mark (and dead-lettered rows by --mark-dead)")
+		fs.Var(&sets{dst: &c.Mark}, "mark", "COLUMN=VALUE, repeatable (env: comma-separated): with --cleanup=mark, what a published row's column is set to; VALUE is now(), true, false, an integer or a 'quoted string': --mark status='Published' --mark published_at=now()")
+		fs.Var(&sets{dst: &c.MarkDead}, "mark-dead", "COLUMN=VALUE, repeatable: with --cleanup=mark, what a dead-lettered row's column is set to; VALUE as --mark's, or reason (the dead letter's reason, such as message_too_large); none: such rows are kept as they are")
 	}
 	if g&gStatus != 0 {
 		fs.BoolVar(&c.JSON, "json", false, "print JSON instead of text")
@@ -171,8 +173,15 @@ func (c Config) validate(g group) error {
 			return err
 		}
 	}
-	if g&gCleanup != 0 && c.Cleanup != CleanupNone && c.Cleanup != CleanupDeleteAfterPublish {
-		return usagef("--cleanup %q: want none or delete-after-publish", c.Cleanup)
+	if g&gCleanup != 0 {
+		switch {
+		case c.Cleanup != CleanupNone && c.Cleanup != CleanupDeleteAfterPublish && c.Cleanup != CleanupMark:
+			return usagef("--cleanup %q: want none, delete-after-publish or mark", c.Cleanup)
+		case c.Cleanup == CleanupMark && !c.marks():
+			return usagef("--cleanup=mark needs --mark COLUMN=VALUE (or --mark-dead), such as --mark processed_at=now()")
+		case c.Cleanup != CleanupMark && (len(c.Mark) > 0 || len(c.MarkDead) > 0):
+			return usagef("--mark and --mark-dead need --cleanup=mark")
+		}
 	}
 	if g&gCleanup != 0 && c.Cleanup != CleanupNone && len(c.Tables) == 0 {
 		return usagef("--cleanup %s deletes outbox rows, and --table names no table (messages leave no rows)", c.Cleanup)

@@ -9,6 +9,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/outbox-cdc/outbox-cdc/cleanup"
 	"github.com/outbox-cdc/outbox-cdc/decode"
 )
 
@@ -18,6 +19,9 @@ type TableConfig struct {
 	Topic            string // topic template, see sink.ParseTopic
 	TopicRegex       string // rewrites routed names that match it whole; empty: none
 	TopicReplacement string // what they become, $1 for the first group
+	// Mark and MarkDead are COLUMN=VALUE (see cleanup.ParseSet): what
+	// --cleanup=mark sets on published and on dead-lettered rows.
+	Mark, MarkDead []string
 }
 
 // fileConfig is the --config file, YAML or JSON: settings beyond flags.
@@ -33,6 +37,8 @@ type TableConfig struct {
 //	    null_key: allow                # default: --null-key
 //	    topic_regex: 'legacy\.(.*)'    # default: --topic-regex
 //	    topic_replacement: 'new.$1'    # default: --topic-replacement
+//	    mark: ["status='Published'", "published_at=now()"]   # default: --mark
+//	    mark_dead: ["status='Failed'", "last_error=reason"]  # default: --mark-dead
 type fileConfig struct {
 	Tables []struct {
 		Table            string            `yaml:"table"`
@@ -42,6 +48,8 @@ type fileConfig struct {
 		NullKey          *string           `yaml:"null_key"`
 		TopicRegex       *string           `yaml:"topic_regex"`
 		TopicReplacement *string           `yaml:"topic_replacement"`
+		Mark             []string          `yaml:"mark"`
+		MarkDead         []string          `yaml:"mark_dead"`
 	} `yaml:"tables"`
 }
 
@@ -90,6 +98,12 @@ func (c *Config) tables(list string, tableSet bool, path string) error {
 			}
 			if ft.TopicReplacement != nil {
 				tc.TopicReplacement = *ft.TopicReplacement
+			}
+			if ft.Mark != nil {
+				tc.Mark = ft.Mark
+			}
+			if ft.MarkDead != nil {
+				tc.MarkDead = ft.MarkDead
 			}
 			for k, v := range ft.Columns {
 				dst := columnField(&tc.Columns, k)
@@ -147,6 +161,45 @@ func setNullKey(dst *bool, v string) error {
 	}
 	return nil
 }
+
+// sets is the repeatable --mark and --mark-dead; their environment
+// variables hold a comma-separated list (commas inside quotes kept). Given
+// on the command line, the flag replaces what the environment said.
+type sets struct {
+	dst      *[]string
+	envDone  bool // the environment has been read: the next Set is a flag's
+	replaced bool
+}
+
+func (l *sets) String() string {
+	if l == nil || l.dst == nil {
+		return ""
+	}
+	return strings.Join(*l.dst, ",")
+}
+
+func (l *sets) Set(s string) error {
+	if l.envDone && !l.replaced {
+		*l.dst, l.replaced = nil, true
+	}
+	quoted, start := false, 0
+	for i := 0; i <= len(s); i++ {
+		if i < len(s) && s[i] == '\'' {
+			quoted = !quoted
+		}
+		if i == len(s) || s[i] == ',' && !quoted {
+			if part := strings.TrimSpace(s[start:i]); part != "" {
+				*l.dst = append(*l.dst, part)
+			}
+			start = i + 1
+		}
+	}
+	return nil
+}
+
+// environmentRead tells a flag that what follows comes from the command
+// line.
+func (l *sets) environmentRead() { l.envDone = true }
 
 // nullKey is the --null-key flag.
 type nullKey struct{ dst *bool }
@@ -230,6 +283,16 @@ func (c Config) validateTables(columns bool) error {
 			continue
 		}
 		cols := t.Columns
+		for _, m := range t.Mark {
+			if _, err := cleanup.ParseSet(m, false); err != nil {
+				return usagef("--mark %v (table %s)", err, q)
+			}
+		}
+		for _, m := range t.MarkDead {
+			if _, err := cleanup.ParseSet(m, true); err != nil {
+				return usagef("--mark-dead %v (table %s)", err, q)
+			}
+		}
 		if t.TopicRegex != "" {
 			if _, err := regexp.Compile(t.TopicRegex); err != nil {
 				return usagef("--topic-regex %q (table %s): %v", t.TopicRegex, q, err)

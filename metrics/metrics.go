@@ -32,6 +32,7 @@ type Metrics struct {
 	sentBytes     prometheus.Counter
 	reconnects    prometheus.Counter
 	deleted       prometheus.Counter
+	marked        prometheus.Counter
 
 	slotLag      prometheus.Gauge
 	slotRetained prometheus.Gauge
@@ -81,6 +82,8 @@ func New(version string, reg prometheus.Registerer, live Live) (*Metrics, error)
 		Help: "Replication sessions restarted after a failure (a lost connection, Kafka away too long)."})
 	m.deleted = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "rows_deleted_total",
 		Help: "Outbox rows deleted after their events were acknowledged (--cleanup=delete-after-publish)."})
+	m.marked = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "rows_marked_total",
+		Help: "Outbox rows updated after their events were acknowledged or dead-lettered (--cleanup=mark)."})
 	m.slotLag = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "slot_lag_bytes",
 		Help: "WAL written since the slot's confirmed flush position (polled from pg_replication_slots)."})
 	m.slotRetained = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "slot_retained_wal_bytes",
@@ -93,7 +96,7 @@ func New(version string, reg prometheus.Registerer, live Live) (*Metrics, error)
 		Help: "1 for the slot's current wal_status (reserved, extended, unreserved, lost), 0 for the others."}, []string{"status"})
 	m.slotReadAt = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "slot_last_read_timestamp_seconds",
 		Help: "When the slot gauges were last read from Postgres (unix time)."})
-	for _, c := range []prometheus.Collector{m.published, m.deadLettered, m.publishErrors, m.latency, m.batch, m.requests, m.records, m.sentBytes, m.reconnects, m.deleted,
+	for _, c := range []prometheus.Collector{m.published, m.deadLettered, m.publishErrors, m.latency, m.batch, m.requests, m.records, m.sentBytes, m.reconnects, m.deleted, m.marked,
 		m.slotLag, m.slotRetained, m.slotSafe, m.slotActive, m.walStatus, m.slotReadAt} {
 		f(c)
 	}
@@ -149,6 +152,9 @@ func (m *Metrics) ProduceFailed(kind string) { m.publishErrors.WithLabelValues(k
 
 // Deleted counts outbox rows deleted by --cleanup.
 func (m *Metrics) Deleted(n int64) { m.deleted.Add(float64(n)) }
+
+// Marked counts outbox rows marked by --cleanup=mark.
+func (m *Metrics) Marked(n int64) { m.marked.Add(float64(n)) }
 
 // Reconnected counts a session restarted after a failure.
 func (m *Metrics) Reconnected() { m.reconnects.Inc() }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/outbox-cdc/outbox-cdc/cleanup"
 	"github.com/outbox-cdc/outbox-cdc/config"
 	"github.com/outbox-cdc/outbox-cdc/metrics"
 	"github.com/outbox-cdc/outbox-cdc/replication"
@@ -143,6 +144,28 @@ func Target(cfg config.Config) replication.Target {
 		t.Tables = append(t.Tables, tb)
 	}
 	return t
+}
+
+// CleanupTables are cfg's tables as --cleanup treats them: deleted, or
+// marked by their --mark and --mark-dead (which Validate has parsed).
+func CleanupTables(cfg config.Config) []cleanup.Table {
+	target := Target(cfg)
+	out := make([]cleanup.Table, len(cfg.Tables))
+	for i, tc := range cfg.Tables {
+		out[i].Table = target.Tables[i]
+		if cfg.Cleanup != config.CleanupMark {
+			continue
+		}
+		for _, m := range tc.Mark {
+			set, _ := cleanup.ParseSet(m, false)
+			out[i].Mark = append(out[i].Mark, set)
+		}
+		for _, m := range tc.MarkDead {
+			set, _ := cleanup.ParseSet(m, true)
+			out[i].MarkDead = append(out[i].MarkDead, set)
+		}
+	}
+	return out
 }
 
 // Security turns the Kafka flags into what sink dials with.

@@ -38,10 +38,10 @@ func (r *Relay) run(ctx context.Context) error {
 		return err
 	}
 	log.Info("kafka reachable", slog.String("brokers", strings.Join(cfg.KafkaBrokers, ",")))
-	if cfg.Cleanup == config.CleanupDeleteAfterPublish {
+	if cfg.Cleanup != config.CleanupNone {
 		// Before a slot is created: a table that cannot be cleaned is a
 		// setup mistake, reported at once.
-		if _, err := cleanup.New(ctx, cleanup.Config{URL: cfg.PostgresURL, Tables: target.Tables}); err != nil {
+		if _, err := cleanup.New(ctx, cleanup.Config{URL: cfg.PostgresURL, Tables: CleanupTables(cfg)}); err != nil {
 			return err
 		}
 	}

@@ -27,10 +27,10 @@ func (r *Relay) session(ctx context.Context, start pglogrepl.LSN) (bool, error) 
 	track := checkpoint.New(start, cfg.MaxInFlight, cfg.MaxInFlightBytes)
 	ack := func(seq uint64) { track.Ack(checkpoint.Seq(seq)) }
 	var cleaner *cleanup.Cleaner
-	if cfg.Cleanup == config.CleanupDeleteAfterPublish {
+	if cfg.Cleanup != config.CleanupNone {
 		var err error
-		if cleaner, err = cleanup.New(ctx, cleanup.Config{URL: cfg.PostgresURL, Tables: target.Tables, Ack: ack,
-			OnDeleted: r.metrics.Deleted, Logger: log}); err != nil {
+		if cleaner, err = cleanup.New(ctx, cleanup.Config{URL: cfg.PostgresURL, Tables: CleanupTables(cfg), Ack: ack,
+			OnDeleted: r.metrics.Deleted, OnMarked: r.metrics.Marked, Logger: log}); err != nil {
 			return false, err
 		}
 	}
@@ -44,7 +44,7 @@ func (r *Relay) session(ctx context.Context, start pglogrepl.LSN) (bool, error) 
 		MaxMessageBytes: cfg.MaxMessageBytes, AutoCreateTopics: cfg.AutoCreateTopics, MissingTopicTimeout: cfg.MissingTopicTimeout,
 		DeadLetterTopic: dlq, Envelope: cfg.Envelope, CloudEventsSource: cfg.CloudEventsSource, MetadataHeaders: cfg.MetadataHeaders,
 		Security: r.security, Observer: r.metrics, Logger: log,
-	}, func(token uint64, dead bool, err error) {
+	}, func(token uint64, reason string, err error) {
 		switch {
 		case err != nil:
 			select {
@@ -52,7 +52,7 @@ func (r *Relay) session(ctx context.Context, start pglogrepl.LSN) (bool, error) 
 			default:
 			}
 		case cleaner != nil:
-			cleaner.Done(token, dead) // acks once the row is deleted
+			cleaner.Done(token, reason) // acks once the row is deleted or marked
 		default:
 			ack(token)
 		}

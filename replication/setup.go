@@ -256,7 +256,10 @@ func readSlot(ctx context.Context, conn *pgx.Conn, slot string) (slotRow, error)
 // left out; with a nil conn, every statement is returned, for a fresh
 // database. The slot comes last: creating it cannot share a transaction
 // with writes.
-func SetupSQL(ctx context.Context, conn *pgx.Conn, t Target, role string, cleanup bool) ([]string, error) {
+//
+// privileges are what role needs on the tables beyond streaming: DELETE
+// (--cleanup=delete-after-publish), UPDATE (mark), SELECT (backfill).
+func SetupSQL(ctx context.Context, conn *pgx.Conn, t Target, role string, privileges []string) ([]string, error) {
 	pub := pgx.Identifier{t.Publication}.Sanitize()
 	var out []string
 	pubExists, slotExists := false, false
@@ -311,8 +314,9 @@ func SetupSQL(ctx context.Context, conn *pgx.Conn, t Target, role string, cleanu
 			}
 		}
 		out = append(out, fmt.Sprintf("GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) TO %s;", r))
-		if cleanup && len(t.Tables) > 0 { // --cleanup=delete-after-publish deletes by id
-			out = append(out, fmt.Sprintf("GRANT SELECT, DELETE ON %s TO %s;", t.tableList(), r))
+		if len(privileges) > 0 && len(t.Tables) > 0 { // cleaning finds rows by id: SELECT too
+			privs := append([]string{"SELECT"}, slices.DeleteFunc(slices.Clone(privileges), func(p string) bool { return p == "SELECT" })...)
+			out = append(out, fmt.Sprintf("GRANT %s ON %s TO %s;", strings.Join(privs, ", "), t.tableList(), r))
 		}
 	}
 	if !slotExists {

@@ -95,7 +95,7 @@ func (s *sender) next() (batches []batch, wait time.Duration, stop bool) {
 		for _, b := range failed {
 			for i := range b.msgs {
 				m := b.msgs[i].WriterData.(meta)
-				w.done(m.token, m.dead, &Error{Topic: b.p.tp.topic, Err: errors.New("writer closed before the broker acknowledged it")})
+				w.done(m.token, m.reason, &Error{Topic: b.p.tp.topic, Err: errors.New("writer closed before the broker acknowledged it")})
 			}
 		}
 	}()
@@ -226,7 +226,7 @@ func (s *sender) settle(b batch, err error) {
 		w.acked(b.msgs)
 		for i := range b.msgs {
 			m := b.msgs[i].WriterData.(meta)
-			w.done(m.token, m.dead, nil)
+			w.done(m.token, m.reason, nil)
 		}
 		return
 	}

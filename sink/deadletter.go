@@ -113,7 +113,7 @@ func deadLetterHeaders(reason, detail, table string, lsn pglogrepl.LSN, topic st
 func (w *Writer) sendDeadLetter(ctx context.Context, msg kafka.Message, token uint64, lsn pglogrepl.LSN, table, id, reason, detail string) error {
 	msg = w.fit(msg)
 	msg.Topic = w.cfg.DeadLetterTopic
-	msg.WriterData = meta{token: token, lsn: lsn, table: table, dead: true}
+	msg.WriterData = meta{token: token, lsn: lsn, table: table, reason: reason}
 	if err := w.write(ctx, msg); err != nil {
 		var perr *Error
 		if errors.As(err, &perr) && perr.Reason != "" {

@@ -20,7 +20,7 @@ func newFates(want int) *fates {
 	return &fates{want: want, acked: make(map[uint64]int, want), all: make(chan struct{})}
 }
 
-func (f *fates) done(token uint64, _ bool, err error) {
+func (f *fates) done(token uint64, _ string, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err != nil {

@@ -57,10 +57,11 @@ type Config struct {
 
 // Done receives the fate of the event published with token: err is nil once
 // every in-sync replica has it (acks=all) or, for an event that could not be
-// published, once its dead letter is (then dead is true); otherwise err says
+// published, once its dead letter is (then reason is the dead letter's
+// reason, such as message_too_large; empty for an event published); otherwise err says
 // why it was not written. It is called from the writer's goroutines, in
 // order within a partition.
-type Done func(token uint64, dead bool, err error)
+type Done func(token uint64, reason string, err error)
 
 // Writer publishes events to Kafka asynchronously. Each event joins its
 // partition's queue; one sender per broker keeps one produce request in
@@ -115,7 +116,7 @@ type meta struct {
 	lsn    pglogrepl.LSN
 	commit time.Time // the event's commit time, for the latency metric
 	table  string    // the outbox table, for dead-letter headers
-	dead   bool      // a dead letter: never dead-lettered again
+	reason string    // of a dead letter (never dead-lettered again); empty for an event
 }
 
 // Transient produce failures are retried with capped, jittered backoff
@@ -305,7 +306,7 @@ func (w *Writer) salvage(msgs []kafka.Message, perr *Error) {
 				w.acked(msgs[i : i+1])
 			}
 			m := msgs[i].WriterData.(meta)
-			w.done(m.token, m.dead, err)
+			w.done(m.token, m.reason, err)
 		}
 		return
 	}
@@ -323,23 +324,23 @@ func (w *Writer) salvage(msgs []kafka.Message, perr *Error) {
 		var one *Error
 		if errors.As(err, &one) && one.Reason != "" && w.cfg.DeadLetterTopic != "" {
 			dl := msgs[i] // a dead letter already
-			if !m.dead {
+			if m.reason == "" {
 				dl = w.fit(deadLetterOfMessage(&msgs[i], one, m.table, m.lsn))
 				dl.Topic = w.cfg.DeadLetterTopic
 				err = w.retry(dl)
 			}
 			var again *Error
-			if m.dead || errors.As(err, &again) && again.Reason == ReasonMessageTooLarge {
+			if m.reason != "" || errors.As(err, &again) && again.Reason == ReasonMessageTooLarge {
 				// The topic's max.message.bytes is below ours: the
 				// dead letter goes without its value.
 				err = w.retry(withoutValue(dl))
 			}
 			if err == nil {
 				w.counted(msgs[i].Topic, string(msgs[i].Key), one)
-				m.dead = true
+				m.reason = one.Reason
 			}
 		}
-		w.done(m.token, m.dead, err)
+		w.done(m.token, m.reason, err)
 	}
 }
 

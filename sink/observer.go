@@ -37,7 +37,7 @@ func (nopObserver) ProduceFailed(string)      {}
 func (w *Writer) acked(msgs []kafka.Message) {
 	commits := make([]time.Time, 0, len(msgs))
 	for i := range msgs {
-		if m, ok := msgs[i].WriterData.(meta); ok && !m.dead {
+		if m, ok := msgs[i].WriterData.(meta); ok && m.reason == "" {
 			commits = append(commits, m.commit)
 		}
 	}

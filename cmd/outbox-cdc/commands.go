@@ -28,8 +28,8 @@ func check(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, red
 	}
 	fmt.Fprintf(stdout, "outbox-cdc check: postgres %s, kafka %s, tables %s\n\n", cfg.PostgresTarget(), strings.Join(cfg.KafkaBrokers, ","), cfg.TableNames())
 	items := replication.Check(ctx, cfg.PostgresURL, relay.Target(cfg))
-	if cfg.Cleanup == config.CleanupDeleteAfterPublish {
-		if _, err := cleanup.New(ctx, cleanup.Config{URL: cfg.PostgresURL, Tables: relay.Target(cfg).Tables}); err != nil {
+	if cfg.Cleanup != config.CleanupNone {
+		if _, err := cleanup.New(ctx, cleanup.Config{URL: cfg.PostgresURL, Tables: relay.CleanupTables(cfg)}); err != nil {
 			items = append(items, checklist.Item{Name: "cleanup", Status: checklist.Fail, Detail: red.oneLine(err)})
 		} else {
 			items = append(items, checklist.Item{Name: "cleanup", Status: checklist.OK, Detail: "each table has a unique id column the role may delete by"})
@@ -85,7 +85,14 @@ func setup(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, red
 		defer c.Close(context.Background())
 		conn = c
 	}
-	stmts, err := replication.SetupSQL(ctx, conn, relay.Target(cfg), cfg.Role, cfg.Cleanup == config.CleanupDeleteAfterPublish)
+	var privileges []string
+	switch cfg.Cleanup {
+	case config.CleanupDeleteAfterPublish:
+		privileges = append(privileges, "DELETE")
+	case config.CleanupMark:
+		privileges = append(privileges, "UPDATE")
+	}
+	stmts, err := replication.SetupSQL(ctx, conn, relay.Target(cfg), cfg.Role, privileges)
 	if err != nil {
 		return fail(err)
 	}
