@@ -72,6 +72,8 @@ type Config struct {
 	Cleanup           string   // none, delete-after-publish or mark
 	Mark              []string // with --cleanup=mark: COLUMN=VALUE set on published rows; each table's default
 	MarkDead          []string // COLUMN=VALUE set on dead-lettered rows; each table's default
+	BackfillWhere     string   // rows published before streaming when the slot is created; each table's default
+	BackfillForce     bool     // run the backfill again on an existing slot
 
 	Role  string // setup: the role outbox-cdc runs as, granted what it needs
 	Print bool   // setup: print the SQL instead of running it
@@ -108,6 +110,16 @@ const (
 func (c Config) marks() bool {
 	for _, t := range c.Tables {
 		if len(t.Mark) > 0 || len(t.MarkDead) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// backfills reports whether some table has a --backfill-where.
+func (c Config) backfills() bool {
+	for _, t := range c.Tables {
+		if t.BackfillWhere != "" {
 			return true
 		}
 	}
@@ -192,7 +204,7 @@ func Default() Config {
 // by c's column defaults and routed by c's topic.
 func (c Config) Table(name string) TableConfig {
 	tc := TableConfig{Table: decode.Table{Columns: c.Columns}, Topic: c.Topic, TopicRegex: c.TopicRegex, TopicReplacement: c.TopicReplacement,
-		Mark: c.Mark, MarkDead: c.MarkDead}
+		Mark: c.Mark, MarkDead: c.MarkDead, BackfillWhere: c.BackfillWhere}
 	tc.Schema, tc.Name = splitTable(name)
 	return tc
 }

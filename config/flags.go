@@ -105,6 +105,7 @@ func newFlagSet(c *Config, g group) (*flag.FlagSet, *rawFlags) {
 		fs.StringVar(&c.Envelope, "envelope", "raw", "raw: the payload as the value, id, event_type and aggregate_type headers; cloudevents: also the CloudEvents 1.0 Kafka binding's binary-mode headers (ce_id, ce_type, ce_source, ce_time, ce_specversion, content-type), payload unchanged")
 		fs.StringVar(&c.CloudEventsSource, "cloudevents-source", "", "ce_source with --envelope=cloudevents, a URI-reference; empty: /outbox-cdc/ followed by the table")
 		fs.BoolVar(&c.MetadataHeaders, "metadata-headers", false, "add outbox_cdc.commit_lsn, outbox_cdc.xid and outbox_cdc.commit_time headers, for consumers that order or audit by transaction")
+		fs.BoolVar(&c.BackfillForce, "backfill-force", false, "run --backfill-where again on an existing slot, in a snapshot of its own: rows it finds that the slot also streams are published twice")
 		fs.DurationVar(&c.HeartbeatInterval, "heartbeat-interval", 10*time.Second, "while nothing is in flight, write a logical decoding message this often so that an idle outbox still advances its slot; also how often slot metrics are read; 0 disables heartbeats")
 	}
 	if g&gLog != 0 {
@@ -118,6 +119,7 @@ func newFlagSet(c *Config, g group) (*flag.FlagSet, *rawFlags) {
 	if g&gCleanup != 0 {
 		fs.StringVar(&c.Cleanup, "cleanup", CleanupNone, "none; delete-after-publish: delete each row once Kafka acknowledged its event (by the id column, which must be unique), before its position is confirmed, dead-lettered rows kept; or mark: update it instead, by --mark (and dead-lettered rows by --mark-dead)")
 		fs.Var(&sets{dst: &c.Mark}, "mark", "COLUMN=VALUE, repeatable (env: comma-separated): with --cleanup=mark, what a published row's column is set to; VALUE is now(), true, false, an integer or a 'quoted string': --mark status='Published' --mark published_at=now()")
+		fs.StringVar(&c.BackfillWhere, "backfill-where", "", "SQL predicate over the outbox table, such as processed_on_utc IS NULL: when run creates the slot, it first publishes every row matching it as of the slot's exported snapshot (ordered by the timestamp column, then the id), then streams what commits after; so the rows a polling relay left pending are relayed once, none lost. Runs once per slot; progress is kept in the table outbox_cdc_backfill beside the outbox table, and a backfill cut short resumes on restart. Read in a read-only transaction")
 		fs.Var(&sets{dst: &c.MarkDead}, "mark-dead", "COLUMN=VALUE, repeatable: with --cleanup=mark, what a dead-lettered row's column is set to; VALUE as --mark's, or reason (the dead letter's reason, such as message_too_large); none: such rows are kept as they are")
 	}
 	if g&gStatus != 0 {
@@ -185,6 +187,9 @@ func (c Config) validate(g group) error {
 	}
 	if g&gCleanup != 0 && c.Cleanup != CleanupNone && len(c.Tables) == 0 {
 		return usagef("--cleanup %s deletes outbox rows, and --table names no table (messages leave no rows)", c.Cleanup)
+	}
+	if g&gRelay != 0 && c.BackfillForce && !c.backfills() {
+		return usagef("--backfill-force needs --backfill-where")
 	}
 	if g&gSetup != 0 && c.Role != "" && strings.ContainsAny(c.Role, "\"\x00") {
 		return usagef("--role %q: a role name without quotes", c.Role)

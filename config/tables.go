@@ -22,6 +22,9 @@ type TableConfig struct {
 	// Mark and MarkDead are COLUMN=VALUE (see cleanup.ParseSet): what
 	// --cleanup=mark sets on published and on dead-lettered rows.
 	Mark, MarkDead []string
+	// BackfillWhere selects the rows published, from the slot's exported
+	// snapshot, before streaming begins; empty: none.
+	BackfillWhere string
 }
 
 // fileConfig is the --config file, YAML or JSON: settings beyond flags.
@@ -39,6 +42,7 @@ type TableConfig struct {
 //	    topic_replacement: 'new.$1'    # default: --topic-replacement
 //	    mark: ["status='Published'", "published_at=now()"]   # default: --mark
 //	    mark_dead: ["status='Failed'", "last_error=reason"]  # default: --mark-dead
+//	    backfill_where: "status <> 'Published'"              # default: --backfill-where
 type fileConfig struct {
 	Tables []struct {
 		Table            string            `yaml:"table"`
@@ -50,6 +54,7 @@ type fileConfig struct {
 		TopicReplacement *string           `yaml:"topic_replacement"`
 		Mark             []string          `yaml:"mark"`
 		MarkDead         []string          `yaml:"mark_dead"`
+		BackfillWhere    *string           `yaml:"backfill_where"`
 	} `yaml:"tables"`
 }
 
@@ -104,6 +109,9 @@ func (c *Config) tables(list string, tableSet bool, path string) error {
 			}
 			if ft.MarkDead != nil {
 				tc.MarkDead = ft.MarkDead
+			}
+			if ft.BackfillWhere != nil {
+				tc.BackfillWhere = *ft.BackfillWhere
 			}
 			for k, v := range ft.Columns {
 				dst := columnField(&tc.Columns, k)

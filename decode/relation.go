@@ -317,3 +317,38 @@ func parseTimestamp(s string) (time.Time, error) {
 	}
 	return time.Time{}, fmt.Errorf("unreadable timestamp %q", s)
 }
+
+// RowDecoder turns rows read by a query of an outbox table (every column,
+// in text format) into events, as an INSERT of the row would decode: the
+// backfill's path.
+type RowDecoder struct{ rel *relation }
+
+// Rows returns a decoder for rows of the relation m describes: the query's
+// columns by name and type, under the table's schema and name.
+func (d *Decoder) Rows(m *pglogrepl.RelationMessage) *RowDecoder {
+	return &RowDecoder{rel: d.newRelation(m)}
+}
+
+// Event decodes one row: values in the relation's column order, nil for
+// NULL. The event owns its bytes; commit is the snapshot's position.
+func (rd *RowDecoder) Event(values [][]byte, commit pglogrepl.LSN, at time.Time) (Event, error) {
+	t := tuple{kind: make([]byte, len(values)), data: values}
+	for i, v := range values {
+		t.kind[i] = pglogrepl.TupleDataTypeText
+		if v == nil {
+			t.kind[i] = pglogrepl.TupleDataTypeNull
+		}
+	}
+	ev, err := rd.rel.event(&t)
+	if err != nil {
+		if rowErr, ok := err.(*InvalidRowError); ok {
+			rowErr.CommitLSN, rowErr.Mapping = commit, rd.rel.cols
+		}
+		return Event{}, err
+	}
+	ev.CommitLSN, ev.CommitTime, ev.Table = commit, at, rd.rel.name
+	if ev.Time.IsZero() {
+		ev.Time = at
+	}
+	return ev, nil
+}

@@ -33,6 +33,8 @@ type Metrics struct {
 	reconnects    prometheus.Counter
 	deleted       prometheus.Counter
 	marked        prometheus.Counter
+	backfillTotal *prometheus.GaugeVec
+	backfillDone  *prometheus.GaugeVec
 
 	slotLag      prometheus.Gauge
 	slotRetained prometheus.Gauge
@@ -84,6 +86,10 @@ func New(version string, reg prometheus.Registerer, live Live) (*Metrics, error)
 		Help: "Outbox rows deleted after their events were acknowledged (--cleanup=delete-after-publish)."})
 	m.marked = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "rows_marked_total",
 		Help: "Outbox rows updated after their events were acknowledged or dead-lettered (--cleanup=mark)."})
+	m.backfillTotal = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "backfill_rows",
+		Help: "Rows the backfill (--backfill-where) publishes, by outbox table."}, []string{"table"})
+	m.backfillDone = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "backfill_done_rows",
+		Help: "Backfilled rows acknowledged by Kafka (with every one before them), by outbox table."}, []string{"table"})
 	m.slotLag = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "slot_lag_bytes",
 		Help: "WAL written since the slot's confirmed flush position (polled from pg_replication_slots)."})
 	m.slotRetained = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "slot_retained_wal_bytes",
@@ -96,7 +102,7 @@ func New(version string, reg prometheus.Registerer, live Live) (*Metrics, error)
 		Help: "1 for the slot's current wal_status (reserved, extended, unreserved, lost), 0 for the others."}, []string{"status"})
 	m.slotReadAt = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "slot_last_read_timestamp_seconds",
 		Help: "When the slot gauges were last read from Postgres (unix time)."})
-	for _, c := range []prometheus.Collector{m.published, m.deadLettered, m.publishErrors, m.latency, m.batch, m.requests, m.records, m.sentBytes, m.reconnects, m.deleted, m.marked,
+	for _, c := range []prometheus.Collector{m.published, m.deadLettered, m.publishErrors, m.latency, m.batch, m.requests, m.records, m.sentBytes, m.reconnects, m.deleted, m.marked, m.backfillTotal, m.backfillDone,
 		m.slotLag, m.slotRetained, m.slotSafe, m.slotActive, m.walStatus, m.slotReadAt} {
 		f(c)
 	}
@@ -155,6 +161,12 @@ func (m *Metrics) Deleted(n int64) { m.deleted.Add(float64(n)) }
 
 // Marked counts outbox rows marked by --cleanup=mark.
 func (m *Metrics) Marked(n int64) { m.marked.Add(float64(n)) }
+
+// Backfill records a backfill's progress.
+func (m *Metrics) Backfill(table string, total, done int64) {
+	m.backfillTotal.WithLabelValues(table).Set(float64(total))
+	m.backfillDone.WithLabelValues(table).Set(float64(done))
+}
 
 // Reconnected counts a session restarted after a failure.
 func (m *Metrics) Reconnected() { m.reconnects.Inc() }

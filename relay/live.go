@@ -22,6 +22,9 @@ type live struct {
 	track     atomic.Pointer[checkpoint.Tracker]
 	stream    atomic.Pointer[replication.Stream]
 	streaming atomic.Bool
+	// backfilling is set while --backfill-where's rows are published,
+	// before streaming.
+	backfilling atomic.Bool
 	last      atomic.Uint64 // confirmed position of the last session
 }
 
@@ -73,6 +76,9 @@ type readiness struct {
 }
 
 func (rd *readiness) check(ctx context.Context) error {
+	if rd.r.live.backfilling.Load() {
+		return errors.New("backfilling the rows of --backfill-where before streaming (progress in the log, outbox-cdc status and outbox_cdc_backfill_* metrics)")
+	}
 	if !rd.r.live.streaming.Load() {
 		return errors.New("replication is not streaming (starting, reconnecting, or standing by for another instance)")
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pglogrepl"
 
@@ -70,6 +71,13 @@ func (p *pipeline) handle(ctx context.Context, _ pglogrepl.LSN, data []byte) err
 			p.pending.standalone = res.End
 		}
 	}
+	return p.hand(ctx)
+}
+
+// hand reserves room for the pending event and hands it to the sink (a
+// row that did not decode, to the dead-letter topic). Cut short, it keeps
+// the event pending, to be resumed by the next call.
+func (p *pipeline) hand(ctx context.Context) error {
 	pe := p.pending
 	if !pe.reserved {
 		size := pe.ev.Size()
@@ -86,6 +94,9 @@ func (p *pipeline) handle(ctx context.Context, _ pglogrepl.LSN, data []byte) err
 		pe.seq, pe.reserved = seq, true
 	}
 	if pe.invalid != nil {
+		if p.clean != nil && pe.invalid.ID != "" && !strings.HasPrefix(pe.invalid.Table, decode.MessageSource) {
+			p.clean.Track(uint64(pe.seq), pe.invalid.Table, pe.invalid.ID) // for --mark-dead
+		}
 		if err := p.pub.DeadLetterRow(ctx, pe.invalid, uint64(pe.seq)); err != nil {
 			return err
 		}

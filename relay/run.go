@@ -45,8 +45,14 @@ func (r *Relay) run(ctx context.Context) error {
 			return err
 		}
 	}
-	start, err := prepare(ctx, cfg.PostgresURL, target, true)
-	if err != nil {
+	var start pglogrepl.LSN
+	var err error
+	if r.backfilled() {
+		start, err = r.prepareBackfilled(ctx)
+	} else {
+		start, err = prepare(ctx, cfg.PostgresURL, target, true)
+	}
+	if err != nil || ctx.Err() != nil {
 		return err
 	}
 	standby := false // another process streams the slot; we wait for it to let go

@@ -10,11 +10,8 @@ import (
 	"github.com/jackc/pglogrepl"
 
 	"github.com/outbox-cdc/outbox-cdc/checkpoint"
-	"github.com/outbox-cdc/outbox-cdc/cleanup"
-	"github.com/outbox-cdc/outbox-cdc/config"
 	"github.com/outbox-cdc/outbox-cdc/decode"
 	"github.com/outbox-cdc/outbox-cdc/replication"
-	"github.com/outbox-cdc/outbox-cdc/sink"
 )
 
 // session is one replication connection and one Kafka writer, from start to
@@ -25,66 +22,32 @@ func (r *Relay) session(ctx context.Context, start pglogrepl.LSN) (bool, error) 
 		return false, errors.New("slot position unknown")
 	}
 	track := checkpoint.New(start, cfg.MaxInFlight, cfg.MaxInFlightBytes)
-	ack := func(seq uint64) { track.Ack(checkpoint.Seq(seq)) }
-	var cleaner *cleanup.Cleaner
-	if cfg.Cleanup != config.CleanupNone {
-		var err error
-		if cleaner, err = cleanup.New(ctx, cleanup.Config{URL: cfg.PostgresURL, Tables: CleanupTables(cfg), Ack: ack,
-			OnDeleted: r.metrics.Deleted, OnMarked: r.metrics.Marked, Logger: log}); err != nil {
-			return false, err
-		}
+	pub, err := r.newPublisher(ctx, track)
+	if err != nil {
+		return false, err
 	}
-	failed := make(chan error, 1) // the first publish failure; later ones add nothing
-	dlq := ""
-	if cfg.OnInvalid == config.OnInvalidDLQ {
-		dlq = cfg.DeadLetterTopic
-	}
-	writer := sink.NewWriter(sink.Config{
-		Brokers: cfg.KafkaBrokers, Topic: r.topic, Topics: r.topics, BatchSize: cfg.BatchSize, BatchTimeout: cfg.BatchTimeout, Compression: sink.Codec(cfg.Compression),
-		MaxMessageBytes: cfg.MaxMessageBytes, AutoCreateTopics: cfg.AutoCreateTopics, MissingTopicTimeout: cfg.MissingTopicTimeout,
-		DeadLetterTopic: dlq, Envelope: cfg.Envelope, CloudEventsSource: cfg.CloudEventsSource, MetadataHeaders: cfg.MetadataHeaders,
-		Security: r.security, Observer: r.metrics, Logger: log,
-	}, func(token uint64, reason string, err error) {
-		switch {
-		case err != nil:
-			select {
-			case failed <- err:
-			default:
-			}
-		case cleaner != nil:
-			cleaner.Done(token, reason) // acks once the row is deleted or marked
-		default:
-			ack(token)
-		}
-	})
 	stream, err := replication.Connect(ctx, replication.StreamConfig{
 		URL: cfg.PostgresURL, Slot: cfg.Slot, Publication: cfg.Publication, StatusInterval: cfg.StatusInterval, ConfirmEvery: cfg.ConfirmInterval,
 		ReceiveTimeout: cfg.ReceiveTimeout, Logger: log,
 	}, track)
 	if err != nil {
-		return false, errors.Join(err, writer.Close(context.Background()))
+		return false, errors.Join(err, pub.close(context.Background()))
 	}
 	if err := stream.Start(ctx, start); err != nil {
-		return false, errors.Join(err, stream.Close(context.Background()), writer.Close(context.Background()))
+		return false, errors.Join(err, stream.Close(context.Background()), pub.close(context.Background()))
 	}
 
 	r.live.begin(track, stream)
 	defer r.live.end()
 	dec := decode.New(target.Tables...)
 	dec.DecodeMessages(cfg.MessagePrefix)
-	p := &pipeline{dec: dec, track: track, pub: writer, clean: cleaner}
-	cleanCtx, stopCleaning := context.WithCancel(context.WithoutCancel(ctx))
-	var cleaning sync.WaitGroup
-	if cleaner != nil {
-		cleaning.Go(func() { cleaner.Run(cleanCtx) }) // ends after the writer's drain, below
-	}
-	defer func() { stopCleaning(); cleaning.Wait() }()
+	p := &pipeline{dec: dec, track: track, pub: pub.writer, clean: pub.cleaner}
 	readCtx, stopReading := context.WithCancelCause(ctx)
 	watched := make(chan struct{})
 	go func() { // stops reading at the first publish failure; ends with reading
 		defer close(watched)
 		select {
-		case err := <-failed:
+		case err := <-pub.failed:
 			stopReading(err)
 		case <-readCtx.Done():
 		}
@@ -122,14 +85,7 @@ func (r *Relay) session(ctx context.Context, start pglogrepl.LSN) (bool, error) 
 	if ctx.Err() != nil {
 		log.Info("draining", slog.Int("events", events), slog.Int64("bytes", bytes), slog.Duration("timeout", cfg.DrainTimeout))
 	}
-	closeErr := writer.Close(drainCtx)
-	if cleaner != nil {
-		// Every ack has reached the cleaner: delete what is left, then
-		// confirm.
-		stopCleaning()
-		cleaning.Wait()
-		closeErr = errors.Join(closeErr, cleaner.Close(drainCtx))
-	}
+	closeErr := pub.close(drainCtx)
 	if events, _ := track.InFlight(); events > 0 && ctx.Err() != nil {
 		log.Warn("drain incomplete; unacknowledged events will be read again on restart", slog.Int("events", events), slog.Any("err", closeErr))
 	}

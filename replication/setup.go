@@ -258,8 +258,9 @@ func readSlot(ctx context.Context, conn *pgx.Conn, slot string) (slotRow, error)
 // with writes.
 //
 // privileges are what role needs on the tables beyond streaming: DELETE
-// (--cleanup=delete-after-publish), UPDATE (mark), SELECT (backfill).
-func SetupSQL(ctx context.Context, conn *pgx.Conn, t Target, role string, privileges []string) ([]string, error) {
+// (--cleanup=delete-after-publish), UPDATE (mark), SELECT (backfill); with
+// backfill, the progress table is created and granted too.
+func SetupSQL(ctx context.Context, conn *pgx.Conn, t Target, role string, privileges []string, backfill bool) ([]string, error) {
 	pub := pgx.Identifier{t.Publication}.Sanitize()
 	var out []string
 	pubExists, slotExists := false, false
@@ -317,6 +318,10 @@ func SetupSQL(ctx context.Context, conn *pgx.Conn, t Target, role string, privil
 		if len(privileges) > 0 && len(t.Tables) > 0 { // cleaning finds rows by id: SELECT too
 			privs := append([]string{"SELECT"}, slices.DeleteFunc(slices.Clone(privileges), func(p string) bool { return p == "SELECT" })...)
 			out = append(out, fmt.Sprintf("GRANT %s ON %s TO %s;", strings.Join(privs, ", "), t.tableList(), r))
+		}
+		if backfill && len(t.Tables) > 0 {
+			out = append(out, BackfillTableSQL(t.Tables[0].Schema)+";",
+				fmt.Sprintf("GRANT SELECT, INSERT, UPDATE ON %s TO %s;", pgx.Identifier{t.Tables[0].Schema, BackfillTable}.Sanitize(), r))
 		}
 	}
 	if !slotExists {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -35,6 +36,7 @@ func check(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, red
 			items = append(items, checklist.Item{Name: "cleanup", Status: checklist.OK, Detail: "each table has a unique id column the role may delete by"})
 		}
 	}
+	items = append(items, checkBackfill(ctx, cfg, red)...)
 	var templates []string
 	for _, t := range cfg.Tables {
 		if !slices.Contains(templates, t.Topic) {
@@ -92,7 +94,14 @@ func setup(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, red
 	case config.CleanupMark:
 		privileges = append(privileges, "UPDATE")
 	}
-	stmts, err := replication.SetupSQL(ctx, conn, relay.Target(cfg), cfg.Role, privileges)
+	backfill := false
+	for _, t := range cfg.Tables {
+		backfill = backfill || t.BackfillWhere != ""
+	}
+	if backfill {
+		privileges = append(privileges, "SELECT")
+	}
+	stmts, err := replication.SetupSQL(ctx, conn, relay.Target(cfg), cfg.Role, privileges, backfill)
 	if err != nil {
 		return fail(err)
 	}
@@ -136,13 +145,21 @@ func status(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, re
 		fmt.Fprintf(stderr, "outbox-cdc status: %s\n", red.oneLine(err))
 		return exitFailure
 	}
+	var backfills map[string]replication.BackfillState
+	if len(cfg.Tables) > 0 {
+		if backfills, err = replication.ReadBackfills(ctx, conn, cfg.Tables[0].Schema, cfg.Slot); err != nil {
+			fmt.Fprintf(stderr, "outbox-cdc status: %s\n", red.oneLine(err))
+			return exitFailure
+		}
+	}
 	if cfg.JSON {
 		out := struct {
 			replication.SlotState
-			ConfirmedLSN string `json:"confirmed_lsn"`
-			RestartLSN   string `json:"restart_lsn"`
-			CurrentLSN   string `json:"current_wal_lsn"`
-		}{st, st.Confirmed.String(), st.Restart.String(), st.Current.String()}
+			ConfirmedLSN string                               `json:"confirmed_lsn"`
+			RestartLSN   string                               `json:"restart_lsn"`
+			CurrentLSN   string                               `json:"current_wal_lsn"`
+			Backfills    map[string]replication.BackfillState `json:"backfills,omitempty"`
+		}{st, st.Confirmed.String(), st.Restart.String(), st.Current.String(), backfills}
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(out); err != nil {
@@ -177,6 +194,12 @@ func status(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, re
 		{"safe_wal_size", safe},
 		{"publication", fmt.Sprintf("%s carries %s: %s", cfg.Publication, cfg.TableNames(), carries)},
 	}
+	for _, t := range cfg.Tables {
+		if b, ok := backfills[t.Qualified()]; ok {
+			rows = append(rows, [2]string{"backfill", fmt.Sprintf("%s: %s, %d of %d rows acknowledged (from the snapshot at %s), updated %s",
+				b.Table, b.Phase, b.Done, b.Total, b.ConsistentPoint, b.Updated.UTC().Format(time.RFC3339))})
+		}
+	}
 	for _, r := range rows {
 		fmt.Fprintf(stdout, "%-14s %s\n", r[0]+":", r[1])
 	}
@@ -193,4 +216,34 @@ func byteSize(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d bytes", n)
+}
+
+// checkBackfill checks each --backfill-where: it plans, and the role may
+// read the table.
+func checkBackfill(ctx context.Context, cfg config.Config, red redactor) []checklist.Item {
+	var items []checklist.Item
+	target := relay.Target(cfg)
+	for i, t := range cfg.Tables {
+		if t.BackfillWhere == "" {
+			continue
+		}
+		name := "backfill of " + t.Qualified()
+		conn, err := pgx.Connect(ctx, cfg.PostgresURL)
+		if err != nil {
+			return append(items, checklist.Item{Name: name, Status: checklist.Fail, Detail: red.oneLine(err)})
+		}
+		var canSelect bool
+		_ = conn.QueryRow(ctx, `SELECT has_table_privilege(current_user, $1, 'SELECT')`, pgx.Identifier{t.Schema, t.Name}.Sanitize()).Scan(&canSelect)
+		switch err := replication.CheckPredicate(ctx, conn, target.Tables[i], t.BackfillWhere); {
+		case err != nil:
+			items = append(items, checklist.Item{Name: name, Status: checklist.Fail, Detail: red.oneLine(err), Fix: "correct --backfill-where: a SQL predicate over the table's columns"})
+		case !canSelect:
+			items = append(items, checklist.Item{Name: name, Status: checklist.Fail, Detail: "the role may not SELECT the table, which the backfill reads",
+				Fix: fmt.Sprintf("as the table's owner: GRANT SELECT ON %s TO the role (outbox-cdc setup --backfill-where … --role … does)", pgx.Identifier{t.Schema, t.Name}.Sanitize())})
+		default:
+			items = append(items, checklist.Item{Name: name, Status: checklist.OK, Detail: fmt.Sprintf("WHERE %s plans; the role may read the table", t.BackfillWhere)})
+		}
+		conn.Close(context.Background())
+	}
+	return items
 }

@@ -1,0 +1,78 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/outbox-cdc/outbox-cdc/checkpoint"
+	"github.com/outbox-cdc/outbox-cdc/cleanup"
+	"github.com/outbox-cdc/outbox-cdc/config"
+	"github.com/outbox-cdc/outbox-cdc/sink"
+)
+
+// publisher is a Kafka writer whose acknowledgements reach a checkpoint,
+// through the cleaner when --cleanup is on (a row deleted or marked first).
+// A session and a backfill each have one.
+type publisher struct {
+	writer  *sink.Writer
+	cleaner *cleanup.Cleaner // nil without --cleanup
+	failed  chan error       // the first publish failure; later ones add nothing
+
+	stopCleaning context.CancelFunc
+	cleaning     sync.WaitGroup
+}
+
+func (r *Relay) newPublisher(ctx context.Context, track *checkpoint.Tracker) (*publisher, error) {
+	cfg := r.cfg
+	p := &publisher{failed: make(chan error, 1)}
+	ack := func(seq uint64) { track.Ack(checkpoint.Seq(seq)) }
+	if cfg.Cleanup != config.CleanupNone {
+		var err error
+		if p.cleaner, err = cleanup.New(ctx, cleanup.Config{URL: cfg.PostgresURL, Tables: CleanupTables(cfg), Ack: ack,
+			OnDeleted: r.metrics.Deleted, OnMarked: r.metrics.Marked, Logger: r.log}); err != nil {
+			return nil, err
+		}
+	}
+	dlq := ""
+	if cfg.OnInvalid == config.OnInvalidDLQ {
+		dlq = cfg.DeadLetterTopic
+	}
+	p.writer = sink.NewWriter(sink.Config{
+		Brokers: cfg.KafkaBrokers, Topic: r.topic, Topics: r.topics, BatchSize: cfg.BatchSize, BatchTimeout: cfg.BatchTimeout, Compression: sink.Codec(cfg.Compression),
+		MaxMessageBytes: cfg.MaxMessageBytes, AutoCreateTopics: cfg.AutoCreateTopics, MissingTopicTimeout: cfg.MissingTopicTimeout,
+		DeadLetterTopic: dlq, Envelope: cfg.Envelope, CloudEventsSource: cfg.CloudEventsSource, MetadataHeaders: cfg.MetadataHeaders,
+		Security: r.security, Observer: r.metrics, Logger: r.log,
+	}, func(token uint64, reason string, err error) {
+		switch {
+		case err != nil:
+			select {
+			case p.failed <- err:
+			default:
+			}
+		case p.cleaner != nil:
+			p.cleaner.Done(token, reason) // acks once the row is deleted or marked
+		default:
+			ack(token)
+		}
+	})
+	cleanCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	p.stopCleaning = stop
+	if p.cleaner != nil {
+		p.cleaning.Go(func() { p.cleaner.Run(cleanCtx) }) // ends in close, after the writer's drain
+	}
+	return p, nil
+}
+
+// close drains: the writer flushes its batches and waits for their acks
+// (or failures), bounded by ctx; then the cleaner cleans and acks what is
+// left. What is still unacked is not confirmed, and is read again.
+func (p *publisher) close(ctx context.Context) error {
+	err := p.writer.Close(ctx)
+	p.stopCleaning()
+	p.cleaning.Wait()
+	if p.cleaner != nil {
+		err = errors.Join(err, p.cleaner.Close(ctx))
+	}
+	return err
+}
