@@ -167,6 +167,18 @@ func startRelayBinary(t *testing.T, binary string, args ...string) *relay {
 // startRelayEnv is startRelayBinary with extra environment variables.
 func startRelayEnv(t *testing.T, binary string, env []string, args ...string) *relay {
 	t.Helper()
+	return startRelayProcess(t, binary, env, false, args...)
+}
+
+// startRelayNoWait starts the relay without waiting for its slot to stream
+// (a backfill runs first).
+func startRelayNoWait(t *testing.T, args ...string) *relay {
+	t.Helper()
+	return startRelayProcess(t, binary, nil, true, args...)
+}
+
+func startRelayProcess(t *testing.T, binary string, env []string, noWait bool, args ...string) *relay {
+	t.Helper()
 	logPath := filepath.Join(t.TempDir(), "outbox-cdc.log")
 	f, err := os.Create(logPath)
 	if err != nil {
@@ -187,7 +199,9 @@ func startRelayEnv(t *testing.T, binary string, env []string, args ...string) *r
 		f.Close()
 		close(r.done)
 	}()
-	waitStreaming(t, r, args)
+	if !noWait {
+		waitStreaming(t, r, args)
+	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			// A failed test leaves a goroutine dump in the log.
