@@ -66,9 +66,9 @@ type Config struct {
 	MissingTopicTimeout time.Duration // how long an event waits for a missing topic
 	HeartbeatInterval   time.Duration // 0: no heartbeats
 
-	Envelope          string // raw or cloudevents
-	CloudEventsSource string // ce_source; empty: /outbox-cdc/ and the table
-	MetadataHeaders   bool   // commit LSN, xid and commit time headers
+	Envelope          string   // raw or cloudevents
+	CloudEventsSource string   // ce_source; empty: /outbox-cdc/ and the table
+	MetadataHeaders   bool     // commit LSN, xid and commit time headers
 	Cleanup           string   // none, delete-after-publish or mark
 	Mark              []string // with --cleanup=mark: COLUMN=VALUE set on published rows; each table's default
 	MarkDead          []string // COLUMN=VALUE set on dead-lettered rows; each table's default

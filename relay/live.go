@@ -25,7 +25,7 @@ type live struct {
 	// backfilling is set while --backfill-where's rows are published,
 	// before streaming.
 	backfilling atomic.Bool
-	last      atomic.Uint64 // confirmed position of the last session
+	last        atomic.Uint64 // confirmed position of the last session
 }
 
 func (l *live) begin(t *checkpoint.Tracker, s *replication.Stream) {
