@@ -64,6 +64,7 @@ func run() error {
 	messages := flag.Bool("messages", false, "instead: events as outbox rows against events as logical decoding messages, the writer's commits/s and WAL per event, and a backlog (-backlog) drained of each")
 	writes := flag.Int("writes", 20000, "with -messages: events written in each writer run, one per transaction")
 	writers := flag.Int("writers", 4, "with -messages: connections writing at once")
+	cleanupBench := flag.Bool("cleanup", false, "instead: a backlog (-backlog) drained under --cleanup none, delete-after-publish and mark, for what cleaning costs per event")
 	flag.Parse()
 	ns, err := ints(*sizes)
 	if err != nil {
@@ -116,6 +117,9 @@ func run() error {
 	}
 	defer b.db.Close(context.Background())
 
+	if *cleanupBench {
+		return b.runCleanup(ctx, *runs, *backlog, *out)
+	}
 	if *messages {
 		return b.runMessages(ctx, root, *runs, *writes, *writers, *backlog, *out)
 	}
