@@ -64,7 +64,7 @@ func (r *Relay) prepareBackfilled(ctx context.Context) (pglogrepl.LSN, error) {
 		}
 		jobs = append(jobs, backfillJob{table: r.target.Tables[i], where: tc.BackfillWhere})
 	}
-	store, err := replication.OpenBackfillStore(ctx, cfg.PostgresURL, jobs[0].table.Schema, cfg.Slot)
+	store, err := replication.OpenBackfillStore(ctx, cfg.PostgresURL, cfg.Tables[0].Schema, cfg.Slot) // where status looks
 	if err != nil {
 		return 0, err
 	}

@@ -310,6 +310,25 @@ func TestCutoverBadConfiguration(t *testing.T) {
 			t.Errorf("%s: exit %d, last line %q; want exit %d and %q", tc.name, code, lastLine(out), tc.code, tc.want)
 		}
 	}
+	// check names each item: the mark columns against their types, the
+	// predicate, the privileges.
+	check := func(extra ...string) string {
+		args := append([]string{"check"}, coordinatorArgs(o, extra...)...)
+		_, out := runOnce(t, without(without(args, "--status-interval"), "--http-addr")...)
+		return out
+	}
+	good := check("--backfill-where", "status <> 'Published'")
+	for _, want := range []string{"[ok  ] cleanup:", "[ok  ] backfill of public." + o.name + ": WHERE status <> 'Published' plans"} {
+		if !strings.Contains(good, want) {
+			t.Errorf("check lacks %q:\n%s", want, good)
+		}
+	}
+	bad := check("--backfill-where", "status <> ", "--mark", "attempts='many'")
+	for _, want := range []string{"[FAIL] cleanup:", `'many' does not fit`, "[FAIL] backfill of public." + o.name} {
+		if !strings.Contains(bad, want) {
+			t.Errorf("check lacks %q:\n%s", want, bad)
+		}
+	}
 	var slots, touched int
 	_ = o.db.QueryRow(context.Background(), `SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1`, o.name).Scan(&slots)
 	_ = o.db.QueryRow(context.Background(), fmt.Sprintf(`SELECT count(*) FROM %s WHERE status <> 'Stored'`, o.name)).Scan(&touched)

@@ -219,3 +219,29 @@ func TestDispatcherOutbox(t *testing.T) {
 	waitRows(t, o, fmt.Sprintf(`SELECT count(*) FROM %s WHERE id = '%s' AND NOT sent AND last_error = 'invalid_topic'`, o.name, stray), 1,
 		"the unroutable row marked with its dead letter's reason")
 }
+
+// TestCaseSensitiveNames: EF Core's default naming, PascalCase, quoted:
+// flags name the catalog's exact names, never folded.
+func TestCaseSensitiveNames(t *testing.T) {
+	o := newOutbox(t, "efpascal", "x int") // for its slot, publication and cleanup
+	ctx := context.Background()
+	table := "OutboxMessages_" + strings.TrimPrefix(o.name, "efpascal_")
+	if _, err := o.db.Exec(ctx, fmt.Sprintf(`CREATE TABLE %q ("Id" uuid PRIMARY KEY, "Type" text NOT NULL, "Content" jsonb NOT NULL,
+		"OccurredOnUtc" timestamp NOT NULL, "ProcessedOnUtc" timestamp NULL)`, table)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = o.db.Exec(context.Background(), fmt.Sprintf(`DROP TABLE IF EXISTS %q`, table)) })
+	args := legacyArgs(o, "--table", "public."+table, "--column-id", "Id", "--column-aggregate-id", "", "--column-event-type", "Type",
+		"--column-payload", "Content", "--column-timestamp", "OccurredOnUtc", "--topic", o.name+".{Type}",
+		"--cleanup", "mark", "--mark", "ProcessedOnUtc=now()")
+	startRelay(t, args...)
+	id := uuid.NewString()
+	if _, err := o.db.Exec(ctx, fmt.Sprintf(`INSERT INTO %q ("Id", "Type", "Content", "OccurredOnUtc") VALUES ($1, 'Placed', '{"a": 1}', now())`, table), id); err != nil {
+		t.Fatal(err)
+	}
+	msgs := consume(t, []string{o.name + ".Placed"}, 1, time.Minute)
+	if got, _ := header(msgs[0], "id"); got != id || string(msgs[0].Value) != `{"a": 1}` {
+		t.Errorf("got id %q value %q", got, msgs[0].Value)
+	}
+	waitRows(t, o, fmt.Sprintf(`SELECT count(*) FROM %q WHERE "ProcessedOnUtc" IS NOT NULL`, table), 1, "the row marked processed")
+}

@@ -48,7 +48,8 @@ func TestStartupErrors(t *testing.T) {
 	}{
 		{"missing flag", []string{"--kafka-brokers", broker.Brokers}, 2, "--postgres-url (or OUTBOX_CDC_POSTGRES_URL) is required"},
 		{"unknown column", o.args("--column-event-type", "kind"), 2, `has no column "kind"`},
-		{"bad topic template", o.args("--topic", "x.{tenant}"), 2, "unknown field {tenant}"},
+		{"topic template naming a missing column", o.args("--topic", "x.{tenant}"), 2, `has no column "tenant"`},
+		{"bad topic template", o.args("--topic", "x.{tenant"), 2, "unclosed {"},
 		{"postgres unreachable", []string{"--postgres-url", "postgres://postgres@127.0.0.1:1/postgres", "--kafka-brokers", broker.Brokers, "--http-addr", ""}, 1, "connect to postgres (is it running, and is --postgres-url right?)"},
 		{"kafka unreachable", append(o.args(), "--kafka-brokers", "127.0.0.1:1"), 1, "connect to kafka (is it running, and is --kafka-brokers right?"},
 		{"role without REPLICATION", append(o.args(), "--postgres-url", noReplURL), 1, `lacks REPLICATION; run ALTER ROLE "norepl" REPLICATION`},
