@@ -62,7 +62,14 @@ type Config struct {
 	OnInvalid           string        // "dlq" or "fail": what to do with a row that cannot be published
 	DeadLetterTopic     string        // where dlq sends such rows
 	MaxMessageBytes     int           // largest record published; larger rows are invalid
-	AutoCreateTopics    bool          // ask the broker to create missing topics
+	CreateTopics        bool          // create missing topics through the admin API, as Topic* say
+	TopicPartitions     int           // of a created topic; 0: the broker's default
+	TopicReplication    int           // replication factor of a created topic; 0: the broker's default
+	TopicConfigs        []string      // KEY=VALUE configs of a created topic
+	AutoCreateTopics    bool          // deprecated: without CreateTopics, ask the broker to create missing topics
+	// Deprecations are warnings about deprecated settings in use, for the
+	// caller to log.
+	Deprecations []string
 	MissingTopicTimeout time.Duration // how long an event waits for a missing topic
 	HeartbeatInterval   time.Duration // 0: no heartbeats
 
@@ -204,7 +211,8 @@ func Default() Config {
 // by c's column defaults and routed by c's topic.
 func (c Config) Table(name string) TableConfig {
 	tc := TableConfig{Table: decode.Table{Columns: c.Columns}, Topic: c.Topic, TopicRegex: c.TopicRegex, TopicReplacement: c.TopicReplacement,
-		Mark: c.Mark, MarkDead: c.MarkDead, BackfillWhere: c.BackfillWhere}
+		Mark: c.Mark, MarkDead: c.MarkDead, BackfillWhere: c.BackfillWhere,
+		Partitions: c.TopicPartitions, ReplicationFactor: c.TopicReplication, TopicConfigs: c.TopicConfigs}
 	tc.Schema, tc.Name = splitTable(name)
 	return tc
 }
@@ -274,6 +282,10 @@ func Parse(cmd string, args, environ []string, out io.Writer) (Config, error) {
 		if err := c.tables(raw.table, set["table"], raw.config); err != nil {
 			return Config{}, err
 		}
+	}
+	if set["kafka-auto-create-topics"] {
+		c.Deprecations = append(c.Deprecations, "--kafka-auto-create-topics is deprecated: outbox-cdc creates missing topics itself "+
+			"(--create-topics, with --topic-partitions, --topic-replication-factor and --topic-config); it only applies with --create-topics=false")
 	}
 	k := &c.Kafka
 	k.TLS = k.TLS || k.CAFile != "" || k.CertFile != "" || k.KeyFile != "" || k.ServerName != "" || k.InsecureSkipVerify

@@ -87,7 +87,11 @@ func newFlagSet(c *Config, g group) (*flag.FlagSet, *rawFlags) {
 		fs.StringVar(&c.TopicReplacement, "topic-replacement", "", "what --topic-regex's matches become; $1 or ${1} stand for its groups")
 		fs.StringVar(&c.OnInvalid, "on-invalid", OnInvalidDLQ, "a row that cannot be published (NULL or empty key, bad headers, too large, bad topic): dlq sends it to --dlq-topic and goes on; fail stops without confirming it")
 		fs.StringVar(&c.DeadLetterTopic, "dlq-topic", "outbox.dlq", "dead-letter topic for --on-invalid=dlq; the reason, table, LSN and columns travel in outbox_cdc.* headers")
-		fs.BoolVar(&c.AutoCreateTopics, "kafka-auto-create-topics", true, "ask the broker to create a missing topic (the broker must allow it: auto.create.topics.enable)")
+		fs.BoolVar(&c.CreateTopics, "create-topics", true, "create a missing topic (an event topic on first use, the dead-letter topic at start) through Kafka's admin API, with --topic-partitions, --topic-replication-factor and --topic-config, so brokers with auto.create.topics.enable=false work; one created meanwhile by another relay is fine. false: a missing topic waits --missing-topic-timeout, then its events are invalid")
+		fs.IntVar(&c.TopicPartitions, "topic-partitions", 0, "partitions of a topic outbox-cdc creates; 0: the broker's num.partitions")
+		fs.IntVar(&c.TopicReplication, "topic-replication-factor", 0, "replication factor of a topic outbox-cdc creates; 0: the broker's default.replication.factor. Production: 3, with --topic-config min.insync.replicas=2")
+		fs.Var(&sets{dst: &c.TopicConfigs}, "topic-config", "KEY=VALUE, repeatable (env: comma-separated): a config of a topic outbox-cdc creates, such as min.insync.replicas=2, cleanup.policy=delete, retention.ms=604800000, compression.type=producer")
+		fs.BoolVar(&c.AutoCreateTopics, "kafka-auto-create-topics", true, "deprecated (outbox-cdc creates topics itself, see --create-topics): with --create-topics=false, ask the broker to create a missing topic with its defaults (the broker must allow it: auto.create.topics.enable)")
 	}
 	if g&gRelay != 0 {
 		fs.StringVar(&c.HTTPAddr, "http-addr", "127.0.0.1:9090", "address serving /metrics (Prometheus), /healthz and /readyz; empty: no HTTP server")

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -25,6 +26,10 @@ type TableConfig struct {
 	// BackfillWhere selects the rows published, from the slot's exported
 	// snapshot, before streaming begins; empty: none.
 	BackfillWhere string
+	// Partitions, ReplicationFactor and TopicConfigs (KEY=VALUE) are how
+	// the table's missing topics are created; 0: the broker's default.
+	Partitions, ReplicationFactor int
+	TopicConfigs                  []string
 }
 
 // fileConfig is the --config file, YAML or JSON: settings beyond flags.
@@ -43,6 +48,9 @@ type TableConfig struct {
 //	    mark: ["status='Published'", "published_at=now()"]   # default: --mark
 //	    mark_dead: ["status='Failed'", "last_error=reason"]  # default: --mark-dead
 //	    backfill_where: "status <> 'Published'"              # default: --backfill-where
+//	    topic_partitions: 12                                 # default: --topic-partitions
+//	    topic_replication_factor: 3                          # default: --topic-replication-factor
+//	    topic_config: {min.insync.replicas: "2"}             # default: --topic-config
 type fileConfig struct {
 	Tables []struct {
 		Table            string            `yaml:"table"`
@@ -55,6 +63,9 @@ type fileConfig struct {
 		Mark             []string          `yaml:"mark"`
 		MarkDead         []string          `yaml:"mark_dead"`
 		BackfillWhere    *string           `yaml:"backfill_where"`
+		Partitions       *int              `yaml:"topic_partitions"`
+		Replication      *int              `yaml:"topic_replication_factor"`
+		TopicConfigs     map[string]string `yaml:"topic_config"`
 	} `yaml:"tables"`
 }
 
@@ -112,6 +123,18 @@ func (c *Config) tables(list string, tableSet bool, path string) error {
 			}
 			if ft.BackfillWhere != nil {
 				tc.BackfillWhere = *ft.BackfillWhere
+			}
+			if ft.Partitions != nil {
+				tc.Partitions = *ft.Partitions
+			}
+			if ft.Replication != nil {
+				tc.ReplicationFactor = *ft.Replication
+			}
+			if ft.TopicConfigs != nil {
+				tc.TopicConfigs = nil
+				for _, k := range slices.Sorted(maps.Keys(ft.TopicConfigs)) {
+					tc.TopicConfigs = append(tc.TopicConfigs, k+"="+ft.TopicConfigs[k])
+				}
 			}
 			for k, v := range ft.Columns {
 				dst := columnField(&tc.Columns, k)
@@ -299,6 +322,14 @@ func (c Config) validateTables(columns bool) error {
 		for _, m := range t.MarkDead {
 			if _, err := cleanup.ParseSet(m, true); err != nil {
 				return usagef("--mark-dead %v (table %s)", err, q)
+			}
+		}
+		if t.Partitions < 0 || t.ReplicationFactor < 0 {
+			return usagef("--topic-partitions and --topic-replication-factor (table %s): want 0 (the broker's default) or more", q)
+		}
+		for _, kv := range t.TopicConfigs {
+			if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+				return usagef("--topic-config %q (table %s): want KEY=VALUE, such as min.insync.replicas=2", kv, q)
 			}
 		}
 		if t.TopicRegex != "" {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -84,7 +85,7 @@ func New(cfg config.Config, opts ...Option) (*Relay, error) {
 		if err != nil {
 			return nil, &config.UsageError{Msg: fmt.Sprintf("--topic (table %s): %v", t.Qualified(), err)}
 		}
-		r.topics[t.Qualified()] = topic
+		r.topics[t.Qualified()] = topic.WithSpec(topicSpec(t.Partitions, t.ReplicationFactor, t.TopicConfigs))
 	}
 	if r.topic, err = sink.ParseTopic(cfg.Topic); err == nil {
 		r.topic, err = r.topic.Rewrite(cfg.TopicRegex, cfg.TopicReplacement)
@@ -166,6 +167,26 @@ func CleanupTables(cfg config.Config) []cleanup.Table {
 		}
 	}
 	return out
+}
+
+// topicSpec is how a missing topic is created (configs are KEY=VALUE,
+// which Validate has checked).
+func topicSpec(partitions, replication int, configs []string) sink.TopicSpec {
+	s := sink.TopicSpec{Partitions: partitions, ReplicationFactor: replication}
+	for _, kv := range configs {
+		if s.Configs == nil {
+			s.Configs = map[string]string{}
+		}
+		k, v, _ := strings.Cut(kv, "=")
+		s.Configs[k] = v
+	}
+	return s
+}
+
+// TopicSpec is how cfg creates the topics of messages and the dead-letter
+// topic.
+func TopicSpec(cfg config.Config) sink.TopicSpec {
+	return topicSpec(cfg.TopicPartitions, cfg.TopicReplication, cfg.TopicConfigs)
 }
 
 // Security turns the Kafka flags into what sink dials with.

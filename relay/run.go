@@ -38,6 +38,20 @@ func (r *Relay) run(ctx context.Context) error {
 		return err
 	}
 	log.Info("kafka reachable", slog.String("brokers", strings.Join(cfg.KafkaBrokers, ",")))
+	for _, d := range cfg.Deprecations {
+		log.Warn(d)
+	}
+	if cfg.CreateTopics && cfg.OnInvalid == config.OnInvalidDLQ {
+		// Where rows go that cannot be published must exist before the
+		// first of them: refused, the relay stops here and says why.
+		created, err := sink.EnsureTopic(ctx, cfg.KafkaBrokers, r.security, cfg.DeadLetterTopic, TopicSpec(cfg))
+		if err != nil {
+			return fmt.Errorf("dead-letter topic: %w", err)
+		}
+		if created {
+			log.Info("created the dead-letter topic", slog.String("topic", cfg.DeadLetterTopic), slog.String("spec", TopicSpec(cfg).String()))
+		}
+	}
 	if cfg.Cleanup != config.CleanupNone {
 		// Before a slot is created: a table that cannot be cleaned is a
 		// setup mistake, reported at once.

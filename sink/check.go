@@ -18,7 +18,9 @@ type CheckConfig struct {
 	Security         Security
 	Templates        []string // the tables' topic templates, as written
 	DeadLetterTopic  string   // empty: none
-	AutoCreateTopics bool
+	CreateTopics     bool     // the relay creates missing topics (CreateTopics) as Spec says
+	Spec             TopicSpec
+	AutoCreateTopics bool // without CreateTopics: the broker may auto-create them
 }
 
 // Check inspects, without writing anything, whether the brokers can be
@@ -43,33 +45,54 @@ func Check(ctx context.Context, cfg CheckConfig) []checklist.Item {
 	add(checklist.OK, "kafka reachable", fmt.Sprintf("cluster %s, %d broker(s), %d topics", md.ClusterID, len(md.Brokers), len(md.Topics)), "")
 
 	brokerAuto, known := autoCreateEnabled(ctx, client, md)
-	creates := cfg.AutoCreateTopics && (brokerAuto || !known)
+	creates := cfg.CreateTopics || cfg.AutoCreateTopics && (brokerAuto || !known)
 	partitions := map[string]int{}
+	replicas := map[string]int{}
 	for _, t := range md.Topics {
 		if t.Error == nil {
 			partitions[t.Name] = len(t.Partitions)
+			if len(t.Partitions) > 0 {
+				replicas[t.Name] = len(t.Partitions[0].Replicas)
+			}
+		}
+	}
+	multi := len(md.Brokers) > 1
+	creator := "the broker creates it on first use"
+	if cfg.CreateTopics {
+		creator = "outbox-cdc creates it (" + cfg.Spec.String() + ")"
+		if multi && (cfg.Spec.ReplicationFactor == 1 || cfg.Spec.Configs["min.insync.replicas"] == "1") {
+			add(checklist.Warn, "topic settings", fmt.Sprintf("topics are created with %s: on %d brokers acks=all is then not durable", cfg.Spec, len(md.Brokers)),
+				"--topic-replication-factor 3 --topic-config min.insync.replicas=2")
 		}
 	}
 	createFix := func(topic string) string {
 		fix := fmt.Sprintf("create it: kafka-topics.sh --bootstrap-server %s --create --topic %s --partitions 6 --replication-factor 3", cfg.Brokers[0], topic)
-		if !cfg.AutoCreateTopics {
+		if cfg.CreateTopics {
 			return fix
 		}
-		return fix + " (or set auto.create.topics.enable=true on the brokers)"
+		return fix + " (or let outbox-cdc create it: --create-topics)"
 	}
 	topic := func(name, role string) {
 		n, ok := partitions[name]
 		switch {
 		case ok:
-			add(checklist.OK, role, fmt.Sprintf("%s exists, %d partitions", name, n), "")
+			rf := replicas[name]
+			minISR := topicConfig(ctx, client, name, "min.insync.replicas")
+			detail := fmt.Sprintf("%s exists, %d partitions, replication factor %d, min.insync.replicas %s", name, n, rf, minISR)
+			if multi && (rf <= 1 || minISR == "1") {
+				add(checklist.Warn, role, detail+fmt.Sprintf(": on %d brokers acks=all is not durable (a write acknowledged by one replica can be lost with it)", len(md.Brokers)),
+					fmt.Sprintf("kafka-configs.sh --bootstrap-server %s --alter --entity-type topics --entity-name %s --add-config min.insync.replicas=2 (with replication factor 3)", cfg.Brokers[0], name))
+			} else {
+				add(checklist.OK, role, detail, "")
+			}
 		case creates:
-			add(checklist.OK, role, fmt.Sprintf("%s does not exist yet; the broker creates it on first use", name), "")
+			add(checklist.OK, role, fmt.Sprintf("%s does not exist yet; %s", name, creator), "")
 		default:
-			add(checklist.Fail, role, fmt.Sprintf("%s does not exist, and will not be created (%s)", name, creation(cfg.AutoCreateTopics, brokerAuto)), createFix(name))
+			add(checklist.Fail, role, fmt.Sprintf("%s does not exist, and will not be created (%s)", name, creation(cfg.CreateTopics, cfg.AutoCreateTopics, brokerAuto)), createFix(name))
 		}
 	}
 	for _, template := range cfg.Templates {
-		checkTemplate(template, partitions, creates, topic, add, createFix, creation(cfg.AutoCreateTopics, brokerAuto))
+		checkTemplate(template, partitions, creates, topic, add, createFix, creation(cfg.CreateTopics, cfg.AutoCreateTopics, brokerAuto))
 	}
 	if cfg.DeadLetterTopic != "" {
 		topic(cfg.DeadLetterTopic, "dead-letter topic")
@@ -104,12 +127,30 @@ func checkTemplate(template string, partitions map[string]int, creates bool, top
 	}
 }
 
-func creation(flag, broker bool) string {
-	if !flag {
-		return "--kafka-auto-create-topics=false"
+// topicConfig reads one config of topic ("?" when the broker would not say).
+func topicConfig(ctx context.Context, client *kafka.Client, topic, name string) string {
+	res, err := client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
+		ResourceType: kafka.ResourceTypeTopic, ResourceName: topic, ConfigNames: []string{name},
+	}}})
+	if err != nil || len(res.Resources) == 0 || res.Resources[0].Error != nil {
+		return "?"
 	}
-	if !broker {
-		return "the brokers have auto.create.topics.enable=false"
+	for _, e := range res.Resources[0].ConfigEntries {
+		if e.ConfigName == name {
+			return e.ConfigValue
+		}
+	}
+	return "?"
+}
+
+func creation(create, auto, broker bool) string {
+	switch {
+	case create:
+		return "outbox-cdc creates it"
+	case !auto:
+		return "--create-topics=false"
+	case !broker:
+		return "--create-topics=false, and the brokers have auto.create.topics.enable=false"
 	}
 	return "auto-creation on"
 }

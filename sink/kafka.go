@@ -33,8 +33,12 @@ type Config struct {
 	// event is dead-lettered without being sent. Keep it at or below the
 	// topics' max.message.bytes (broker default 1048588).
 	MaxMessageBytes int
+	// CreateTopics creates a missing topic through the admin API, as its
+	// route's spec (Topic.WithSpec) or TopicSpec says.
+	CreateTopics bool
+	TopicSpec    TopicSpec
 	// AutoCreateTopics asks the broker to create a missing topic (the broker
-	// must allow it too).
+	// must allow it too), when CreateTopics is off.
 	AutoCreateTopics bool
 	// MissingTopicTimeout is how long an event waits for its topic to exist
 	// before it is dead-lettered.
@@ -86,6 +90,7 @@ type Writer struct {
 	senders map[int32]*sender          // by broker id
 	counts  map[string]topicCount      // partitions and leaders per topic, cached
 	sticky  map[string]stickyPartition // by topic: where null keys go
+	specs   map[string]TopicSpec       // by topic: how to create it, when its route has a spec of its own
 	owned   sync.WaitGroup             // the senders, salvages and lookups
 
 	// abandon ends produce requests and retries once Close gives up waiting.
@@ -175,6 +180,7 @@ func NewWriter(cfg Config, done Done) *Writer {
 		senders:    map[int32]*sender{},
 		counts:     map[string]topicCount{},
 		sticky:     map[string]stickyPartition{},
+		specs:      map[string]TopicSpec{},
 	}
 	w.abandon, w.abandoned = context.WithCancel(context.Background())
 	return w
@@ -219,6 +225,13 @@ func (w *Writer) Publish(ctx context.Context, ev *decode.Event, token uint64) er
 		route = w.cfg.Topic
 	}
 	topic := route.Name(ev)
+	if w.cfg.CreateTopics && route.spec != nil {
+		w.mu.Lock()
+		if _, ok := w.specs[topic]; !ok {
+			w.specs[topic] = *route.spec
+		}
+		w.mu.Unlock()
+	}
 	if err := validTopicName(topic); err != nil {
 		return w.deadLetterEvent(ctx, ev, topic, token, &Error{Topic: topic, Err: err, Reason: ReasonInvalidTopic})
 	}

@@ -3,6 +3,7 @@ package sink
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -163,7 +164,7 @@ func (w *Writer) partitionIDs(ctx context.Context, topic string) (topicCount, er
 // few seconds) unless the topic is unknown and may be auto-created.
 func (w *Writer) lookup(ctx context.Context, topic string) (topicCount, error) {
 	res, err := w.client.Transport.RoundTrip(ctx, w.client.Addr, &metadataAPI.Request{
-		TopicNames: []string{topic}, AllowAutoTopicCreation: w.cfg.AutoCreateTopics,
+		TopicNames: []string{topic}, AllowAutoTopicCreation: w.cfg.AutoCreateTopics && !w.cfg.CreateTopics,
 	})
 	if err != nil {
 		return topicCount{}, err
@@ -171,6 +172,19 @@ func (w *Writer) lookup(ctx context.Context, topic string) (topicCount, error) {
 	for _, t := range res.(*metadataAPI.Response).Topics {
 		if t.Name != topic {
 			continue
+		}
+		if kafka.Error(t.ErrorCode) == kafka.UnknownTopicOrPartition && w.cfg.CreateTopics {
+			w.mu.Lock()
+			spec, ok := w.specs[topic]
+			w.mu.Unlock()
+			if !ok {
+				spec = w.cfg.TopicSpec
+			}
+			if err := createTopic(ctx, w.client, topic, spec); err != nil {
+				return topicCount{}, err
+			}
+			w.log.Info("created topic", slog.String("topic", topic), slog.String("spec", spec.String()))
+			return topicCount{}, kafka.LeaderNotAvailable // its leaders are being elected
 		}
 		if t.ErrorCode != 0 {
 			return topicCount{}, kafka.Error(t.ErrorCode)

@@ -18,6 +18,13 @@ type Topic struct {
 	columns []string
 	rewrite *regexp.Regexp // anchored: the whole name must match
 	replace string
+	spec    *TopicSpec // how its missing topics are created; nil: Config.TopicSpec
+}
+
+// WithSpec returns t creating its missing topics as spec says.
+func (t Topic) WithSpec(spec TopicSpec) Topic {
+	t.spec = &spec
+	return t
 }
 
 type topicPart struct {

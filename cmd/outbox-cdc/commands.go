@@ -56,7 +56,7 @@ func check(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, red
 	}
 	items = append(items, sink.Check(ctx, sink.CheckConfig{
 		Brokers: cfg.KafkaBrokers, Security: sec, Templates: templates,
-		DeadLetterTopic: dlq, AutoCreateTopics: cfg.AutoCreateTopics,
+		DeadLetterTopic: dlq, AutoCreateTopics: cfg.AutoCreateTopics, CreateTopics: cfg.CreateTopics, Spec: relay.TopicSpec(cfg),
 	})...)
 	for i := range items {
 		items[i].Detail, items[i].Fix = red.redact(items[i].Detail), red.redact(items[i].Fix)

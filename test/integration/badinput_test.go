@@ -250,7 +250,7 @@ func TestMissingTopicAndBrokerLimits(t *testing.T) {
 	o := newOutbox(t, "limits", defaultColumns)
 	dlq := o.name + ".dlq"
 	createTopics(t, o.name+".order", dlq)
-	startRelay(t, o.args("--dlq-topic", dlq, "--kafka-auto-create-topics=false", "--log-level", "debug", "--missing-topic-timeout", "3s",
+	startRelay(t, o.args("--dlq-topic", dlq, "--create-topics=false", "--kafka-auto-create-topics=false", "--log-level", "debug", "--missing-topic-timeout", "3s",
 		"--max-message-bytes", "3000000")...)
 
 	ids := []string{o.insertOne(t, uuid.NewString(), "order", "o-1", "created", `{"n": 0}`, nil)}

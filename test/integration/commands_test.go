@@ -163,10 +163,10 @@ func TestCheckFindsBrokerAndTopicProblems(t *testing.T) {
 	}
 
 	code, out = runOnce(t, append(append([]string{"check"}, without(base, "--topic")...),
-		"--topic", o.name+".fixed", "--kafka-auto-create-topics=false", "--dlq-topic", o.name+".dlq")...)
+		"--topic", o.name+".fixed", "--create-topics=false", "--kafka-auto-create-topics=false", "--dlq-topic", o.name+".dlq")...)
 	t.Logf("check with missing topics and auto-creation off (exit %d):\n%s", code, out)
 	for _, want := range []string{
-		"[FAIL] event topic: " + o.name + ".fixed does not exist, and will not be created (--kafka-auto-create-topics=false)",
+		"[FAIL] event topic: " + o.name + ".fixed does not exist, and will not be created (--create-topics=false)",
 		"fix: create it: kafka-topics.sh --bootstrap-server",
 		"[FAIL] dead-letter topic: " + o.name + ".dlq does not exist",
 		"[warn] max_slot_wal_keep_size: unlimited",

@@ -194,18 +194,25 @@ func TestMessages(t *testing.T) {
 // letters, which may have no id to count by.
 func consumeN(t *testing.T, topic string, n int64, timeout time.Duration) []kafka.Message {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	return consumeNAt(t, broker.Brokers, topic, n, timeout)
+}
+
+// consumeNAt is consumeN from another broker.
+func consumeNAt(t *testing.T, brokers, topic string, n int64, timeout time.Duration) []kafka.Message {
+	t.Helper()
+	client := &kafka.Client{Addr: kafka.TCP(brokers), Timeout: 10 * time.Second}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
 	for {
-		ends, total, err := endOffsets(topic)
+		ends, total, err := harness.EndOffsets(ctx, client, []string{topic})
 		if err == nil && total >= n {
-			ctx, cancel := context.WithTimeout(context.Background(), timeout)
-			defer cancel()
-			return readAll(ctx, t, ends)
+			return readAllAt(ctx, t, brokers, ends)
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-ctx.Done():
 			t.Fatalf("topic %s holds %d messages after %s, want %d (last error: %v)", topic, total, timeout, n, err)
+		case <-time.After(250 * time.Millisecond):
 		}
-		time.Sleep(250 * time.Millisecond)
 	}
 }
 

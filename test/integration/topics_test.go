@@ -1,0 +1,108 @@
+package integration
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/outbox-cdc/outbox-cdc/internal/harness"
+)
+
+// describeTopic reads a topic's partitions, replication factor and the
+// given configs through the admin API.
+func describeTopic(t *testing.T, brokers, topic string, configs ...string) (partitions, replication int, values map[string]string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	client := &kafka.Client{Addr: kafka.TCP(brokers), Timeout: 10 * time.Second}
+	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	if err != nil || len(md.Topics) != 1 || md.Topics[0].Error != nil {
+		t.Fatalf("metadata of %s: %v %+v", topic, err, md)
+	}
+	partitions = len(md.Topics[0].Partitions)
+	replication = len(md.Topics[0].Partitions[0].Replicas)
+	res, err := client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
+		ResourceType: kafka.ResourceTypeTopic, ResourceName: topic, ConfigNames: configs}}})
+	if err != nil || len(res.Resources) != 1 {
+		t.Fatalf("configs of %s: %v", topic, err)
+	}
+	values = map[string]string{}
+	for _, e := range res.Resources[0].ConfigEntries {
+		values[e.ConfigName] = e.ConfigValue
+	}
+	return partitions, replication, values
+}
+
+// TestTopicProvisioning runs against a broker with auto-creation off: the
+// relay creates the dead-letter topic at start and each event topic on
+// first use, with the partitions and configs asked for; a creation the
+// broker refuses is one clear line, and the event is dead-lettered (dlq)
+// or stops the relay unconfirmed (fail).
+func TestTopicProvisioning(t *testing.T) {
+	k, err := harness.StartKafka("auto.create.topics.enable=false")
+	if err != nil {
+		t.Fatalf("start a broker with auto-creation off: %v", err)
+	}
+	t.Cleanup(func() { _ = k.Stop() })
+	o := newOutbox(t, "provision", defaultColumns)
+	dlq := o.name + ".dlq"
+	args := o.args("--kafka-brokers", k.Brokers, "--dlq-topic", dlq, "--topic-partitions", "5",
+		"--topic-config", "retention.ms=3600000", "--topic-config", "cleanup.policy=delete")
+	r := startRelay(t, args...)
+	if n, rf, cfg := describeTopic(t, k.Brokers, dlq, "retention.ms"); n != 5 || rf != 1 || cfg["retention.ms"] != "3600000" {
+		t.Errorf("dead-letter topic: %d partitions, replication %d, %v; want 5, 1, retention.ms=3600000", n, rf, cfg)
+	}
+	ids := []string{o.insertOne(t, uuid.NewString(), "order", "o-1", "created", `{"n": 0}`, nil),
+		o.insertOne(t, uuid.NewString(), "invoice", "i-1", "created", `{"n": 0}`, nil)}
+	msgs := consumeAt(t, k.Brokers, []string{o.name + ".order", o.name + ".invoice"}, len(ids), time.Minute)
+	if len(msgs) < len(ids) {
+		t.Fatalf("%d of %d events arrived", len(msgs), len(ids))
+	}
+	for _, topic := range []string{o.name + ".order", o.name + ".invoice"} {
+		if n, _, cfg := describeTopic(t, k.Brokers, topic, "retention.ms", "cleanup.policy"); n != 5 || cfg["retention.ms"] != "3600000" || cfg["cleanup.policy"] != "delete" {
+			t.Errorf("%s: %d partitions, %v; want 5 and the configs asked for", topic, n, cfg)
+		}
+	}
+	if code := r.stop(t, 15, 30*time.Second); code != 0 {
+		t.Fatalf("exit %d on SIGTERM", code)
+	}
+
+	// A replication factor the one broker cannot give: the dead-letter
+	// topic exists, an event topic is refused and its event dead-lettered.
+	refusing := append(append([]string(nil), args...), "--topic-replication-factor", "3")
+	startRelay(t, refusing...)
+	refused := o.insertOne(t, uuid.NewString(), "payment", "p-1", "created", `{}`, nil)
+	dead := consumeNAt(t, k.Brokers, dlq, 1, time.Minute)
+	if reason, _ := header(dead[0], "outbox_cdc.reason"); reason != "topic_not_created" {
+		t.Errorf("dead letter reason %q, want topic_not_created", reason)
+	}
+	if id, _ := header(dead[0], "id"); id != refused {
+		t.Errorf("dead letter of %s, want %s", id, refused)
+	}
+	if e, _ := header(dead[0], "outbox_cdc.error"); !strings.Contains(e, "lower --topic-replication-factor") {
+		t.Errorf("dead letter's error %q does not say what to fix", e)
+	}
+
+	// With --on-invalid=fail the relay stops there, without confirming it;
+	// a new dead-letter topic it cannot create stops it at start.
+	o2 := newOutbox(t, "provfail", defaultColumns)
+	code, out := runOnce(t, o2.args("--kafka-brokers", k.Brokers, "--dlq-topic", o2.name+".dlq", "--topic-replication-factor", "3", "--http-addr", "")...)
+	if code != 1 || !strings.Contains(lastLine(out), "dead-letter topic: ") || !strings.Contains(lastLine(out), "lower --topic-replication-factor") {
+		t.Errorf("a dead-letter topic that cannot be created: exit %d, %q", code, lastLine(out))
+	}
+	r3 := startRelay(t, o2.args("--kafka-brokers", k.Brokers, "--on-invalid", "fail", "--topic-replication-factor", "3")...)
+	o2.insertOne(t, uuid.NewString(), "order", "o-1", "created", `{}`, nil)
+	end := o2.currentLSN(t)
+	select {
+	case <-r3.done:
+	case <-time.After(time.Minute):
+		t.Fatal("the relay did not stop on a topic it may not create, with --on-invalid=fail")
+	}
+	if got := o2.confirmed(t); got >= end {
+		t.Errorf("slot confirmed %s, past the event it could not publish (%s)", got, end)
+	}
+}
