@@ -59,17 +59,17 @@ type Config struct {
 	ReceiveTimeout   time.Duration // server silence after which the connection is presumed dead
 	DrainTimeout     time.Duration // how long shutdown waits for in-flight acks
 
-	OnInvalid           string        // "dlq" or "fail": what to do with a row that cannot be published
-	DeadLetterTopic     string        // where dlq sends such rows
-	MaxMessageBytes     int           // largest record published; larger rows are invalid
-	CreateTopics        bool          // create missing topics through the admin API, as Topic* say
-	TopicPartitions     int           // of a created topic; 0: the broker's default
-	TopicReplication    int           // replication factor of a created topic; 0: the broker's default
-	TopicConfigs        []string      // KEY=VALUE configs of a created topic
-	AutoCreateTopics    bool          // deprecated: without CreateTopics, ask the broker to create missing topics
+	OnInvalid        string   // "dlq" or "fail": what to do with a row that cannot be published
+	DeadLetterTopic  string   // where dlq sends such rows
+	MaxMessageBytes  int      // largest record published; larger rows are invalid
+	CreateTopics     bool     // create missing topics through the admin API, as Topic* say
+	TopicPartitions  int      // of a created topic; 0: the broker's default
+	TopicReplication int      // replication factor of a created topic; 0: the broker's default
+	TopicConfigs     []string // KEY=VALUE configs of a created topic
+	AutoCreateTopics bool     // deprecated: without CreateTopics, ask the broker to create missing topics
 	// Deprecations are warnings about deprecated settings in use, for the
 	// caller to log.
-	Deprecations []string
+	Deprecations        []string
 	MissingTopicTimeout time.Duration // how long an event waits for a missing topic
 	HeartbeatInterval   time.Duration // 0: no heartbeats
 
