@@ -28,14 +28,14 @@ const (
 var commandGroups = map[string]group{
 	CmdRun:    gPostgres | gSlot | gColumns | gKafka | gRoute | gRelay | gLog | gCleanup,
 	CmdCheck:  gPostgres | gSlot | gColumns | gKafka | gRoute | gLog | gCleanup,
-	CmdSetup:  gPostgres | gSlot | gLog | gSetup | gCleanup,
+	CmdSetup:  gPostgres | gSlot | gLog | gSetup | gCleanup | gKafka | gRoute,
 	CmdStatus: gPostgres | gSlot | gLog | gStatus,
 }
 
 var commandHelp = map[string]string{
 	CmdRun:    "Streams a Postgres outbox table to Kafka through logical replication.",
 	CmdCheck:  "Checks Postgres and Kafka for everything run needs, and prints the fix for each item that fails. Exit 1 if any fails.",
-	CmdSetup:  "Creates the publication and the replication slot, and grants --role what run needs (--print: only print the SQL).",
+	CmdSetup:  "Creates the publication and the replication slot, and grants --role what run needs (--print: only print the SQL); with --kafka-brokers, also the dead-letter topic and fixed event topics (--topic-partitions, --topic-replication-factor, --topic-config).",
 	CmdStatus: "Prints where the replication slot stands: its position, the WAL it retains, wal_status, and whether a consumer streams it.",
 }
 
@@ -203,6 +203,9 @@ func (c Config) validate(g group) error {
 
 func (c Config) validateKafka() error {
 	k := c.Kafka
+	if len(c.KafkaBrokers) == 0 && c.Command == CmdSetup {
+		return nil // setup creates topics only when given brokers
+	}
 	if len(c.KafkaBrokers) == 0 {
 		return usagef("--kafka-brokers (or %s) is required, e.g. 127.0.0.1:9092", EnvName("kafka-brokers"))
 	}

@@ -105,12 +105,27 @@ func setup(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, red
 	if err != nil {
 		return fail(err)
 	}
+	topics := setupTopics(cfg)
 	if cfg.Print {
 		fmt.Fprintf(stdout, "-- outbox-cdc setup for %s (publication %s, slot %s)\n", cfg.TableNames(), cfg.Publication, cfg.Slot)
 		for _, s := range stmts {
 			fmt.Fprintln(stdout, s)
 		}
+		for _, t := range topics {
+			fmt.Fprintf(stdout, "-- kafka: create topic %s (%s) unless it exists\n", t.name, t.spec)
+		}
 		return exitOK
+	}
+	for _, t := range topics {
+		created, err := sink.EnsureTopic(ctx, cfg.KafkaBrokers, t.sec, t.name, t.spec)
+		switch {
+		case err != nil:
+			return fail(err)
+		case created:
+			fmt.Fprintf(stdout, "done: created topic %s (%s)\n", t.name, t.spec)
+		default:
+			fmt.Fprintf(stdout, "topic %s exists\n", t.name)
+		}
 	}
 	if len(stmts) == 0 {
 		fmt.Fprintln(stdout, "nothing to do: the publication, the slot and the grants are in place")
@@ -246,4 +261,38 @@ func checkBackfill(ctx context.Context, cfg config.Config, red redactor) []check
 		conn.Close(context.Background())
 	}
 	return items
+}
+
+// setupTopic is a topic setup creates: the dead-letter topic and each
+// table's fixed topic (a template with fields names topics only rows know).
+type setupTopic struct {
+	name string
+	spec sink.TopicSpec
+	sec  sink.Security
+}
+
+func setupTopics(cfg config.Config) []setupTopic {
+	if len(cfg.KafkaBrokers) == 0 || !cfg.CreateTopics {
+		return nil
+	}
+	sec, err := relay.Security(cfg.Kafka)
+	if err != nil {
+		return nil
+	}
+	var out []setupTopic
+	if cfg.OnInvalid == config.OnInvalidDLQ {
+		out = append(out, setupTopic{cfg.DeadLetterTopic, relay.TopicSpec(cfg), sec})
+	}
+	for _, t := range cfg.Tables {
+		tp, err := sink.ParseTopic(t.Topic)
+		if err != nil {
+			continue
+		}
+		if name, ok := tp.Fixed(); ok && !slices.ContainsFunc(out, func(s setupTopic) bool { return s.name == name }) {
+			spec := relay.TopicSpec(cfg)
+			spec.Partitions, spec.ReplicationFactor = t.Partitions, t.ReplicationFactor
+			out = append(out, setupTopic{name, spec, sec})
+		}
+	}
+	return out
 }

@@ -19,9 +19,17 @@ func describeTopic(t *testing.T, brokers, topic string, configs ...string) (part
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	client := &kafka.Client{Addr: kafka.TCP(brokers), Timeout: 10 * time.Second}
-	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
-	if err != nil || len(md.Topics) != 1 || md.Topics[0].Error != nil {
-		t.Fatalf("metadata of %s: %v %+v", topic, err, md)
+	var err error
+	var md *kafka.MetadataResponse
+	for {
+		md, err = client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+		if err == nil && len(md.Topics) == 1 && md.Topics[0].Error == nil && len(md.Topics[0].Partitions) > 0 {
+			break
+		}
+		if ctx.Err() != nil { // a topic just created takes a moment to show
+			t.Fatalf("metadata of %s: %v %+v", topic, err, md)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 	partitions = len(md.Topics[0].Partitions)
 	replication = len(md.Topics[0].Partitions[0].Replicas)
@@ -104,5 +112,24 @@ func TestTopicProvisioning(t *testing.T) {
 	}
 	if got := o2.confirmed(t); got >= end {
 		t.Errorf("slot confirmed %s, past the event it could not publish (%s)", got, end)
+	}
+
+	// setup provisions the fixed and dead-letter topics ahead of time.
+	fixed, dead3 := o2.name+".fixed", o2.name+".dlq3"
+	setupArgs := []string{"setup", "--postgres-url", pg.URL, "--table", "public." + o2.name, "--publication", o2.name, "--slot", o2.name,
+		"--kafka-brokers", k.Brokers, "--topic", fixed, "--dlq-topic", dead3, "--topic-partitions", "4", "--topic-config", "min.insync.replicas=1"}
+	code, out = runOnce(t, append(setupArgs, "--print")...)
+	if code != 0 || !strings.Contains(out, "-- kafka: create topic "+fixed+" (partitions 4, replication factor the broker's default, min.insync.replicas=1) unless it exists") {
+		t.Errorf("setup --print (exit %d) does not list the topics:\n%s", code, out)
+	}
+	code, out = runOnce(t, setupArgs...)
+	if code != 0 || !strings.Contains(out, "done: created topic "+fixed) || !strings.Contains(out, "done: created topic "+dead3) {
+		t.Errorf("setup (exit %d) did not create the topics:\n%s", code, out)
+	}
+	if n, _, cfg := describeTopic(t, k.Brokers, fixed, "min.insync.replicas"); n != 4 || cfg["min.insync.replicas"] != "1" {
+		t.Errorf("%s: %d partitions, %v; want 4, min.insync.replicas=1", fixed, n, cfg)
+	}
+	if code, out = runOnce(t, setupArgs...); code != 0 || !strings.Contains(out, "topic "+fixed+" exists") {
+		t.Errorf("setup again (exit %d):\n%s", code, out)
 	}
 }
