@@ -71,6 +71,7 @@ type Config struct {
 	// caller to log.
 	Deprecations        []string
 	MissingTopicTimeout time.Duration // how long an event waits for a missing topic
+	MetadataMaxAge      time.Duration // how long a topic's partitions are trusted
 	HeartbeatInterval   time.Duration // 0: no heartbeats
 
 	Envelope          string   // raw or cloudevents

@@ -105,6 +105,7 @@ func newFlagSet(c *Config, g group) (*flag.FlagSet, *rawFlags) {
 		fs.DurationVar(&c.ReceiveTimeout, "receive-timeout", 30*time.Second, "server silence after which the replication connection is presumed dead and reopened (keepalives are asked for when idle)")
 		fs.DurationVar(&c.DrainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long to wait for in-flight events to be acknowledged")
 		fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", 1_000_000, "largest record (key, value, headers) published; keep it at or below the topics' max.message.bytes")
+		fs.DurationVar(&c.MetadataMaxAge, "kafka-metadata-max-age", time.Minute, "how long a topic's partitions and their leaders are trusted before they are asked again; a partition added to a topic is used after at most this long (a leader change is learnt at once, from the produce error)")
 		fs.DurationVar(&c.MissingTopicTimeout, "missing-topic-timeout", 30*time.Second, "how long an event waits for its topic to exist before it is treated as invalid (--on-invalid)")
 		fs.StringVar(&c.Envelope, "envelope", "raw", "raw: the payload as the value, id, event_type and aggregate_type headers; cloudevents: also the CloudEvents 1.0 Kafka binding's binary-mode headers (ce_id, ce_type, ce_source, ce_time, ce_specversion, content-type), payload unchanged")
 		fs.StringVar(&c.CloudEventsSource, "cloudevents-source", "", "ce_source with --envelope=cloudevents, a URI-reference; empty: /outbox-cdc/ followed by the table")
@@ -247,6 +248,8 @@ func (c Config) validateRelay() error {
 		return usagef("--drain-timeout %s: want zero or more", c.DrainTimeout)
 	case c.MaxMessageBytes < 1024:
 		return usagef("--max-message-bytes %d: want at least 1024", c.MaxMessageBytes)
+	case c.MetadataMaxAge < time.Second:
+		return usagef("--kafka-metadata-max-age %s: want at least 1s", c.MetadataMaxAge)
 	case c.MissingTopicTimeout < 0:
 		return usagef("--missing-topic-timeout %s: want zero or more", c.MissingTopicTimeout)
 	case c.HeartbeatInterval < 0:

@@ -33,6 +33,7 @@ type Metrics struct {
 	reconnects    prometheus.Counter
 	deleted       prometheus.Counter
 	marked        prometheus.Counter
+	resized       *prometheus.CounterVec
 	backfillTotal *prometheus.GaugeVec
 	backfillDone  *prometheus.GaugeVec
 
@@ -90,6 +91,8 @@ func New(version string, reg prometheus.Registerer, live Live) (*Metrics, error)
 		Help: "Rows the backfill (--backfill-where) publishes, by outbox table."}, []string{"table"})
 	m.backfillDone = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "backfill_done_rows",
 		Help: "Backfilled rows acknowledged by Kafka (with every one before them), by outbox table."}, []string{"table"})
+	m.resized = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "partition_count_changes_total",
+		Help: "Times a topic's partition count was seen to change (events queued under the old count are delivered before keys are routed by the new one), by topic."}, []string{"topic"})
 	m.slotLag = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "slot_lag_bytes",
 		Help: "WAL written since the slot's confirmed flush position (polled from pg_replication_slots)."})
 	m.slotRetained = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "slot_retained_wal_bytes",
@@ -102,7 +105,7 @@ func New(version string, reg prometheus.Registerer, live Live) (*Metrics, error)
 		Help: "1 for the slot's current wal_status (reserved, extended, unreserved, lost), 0 for the others."}, []string{"status"})
 	m.slotReadAt = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "slot_last_read_timestamp_seconds",
 		Help: "When the slot gauges were last read from Postgres (unix time)."})
-	for _, c := range []prometheus.Collector{m.published, m.deadLettered, m.publishErrors, m.latency, m.batch, m.requests, m.records, m.sentBytes, m.reconnects, m.deleted, m.marked, m.backfillTotal, m.backfillDone,
+	for _, c := range []prometheus.Collector{m.published, m.deadLettered, m.publishErrors, m.latency, m.batch, m.requests, m.records, m.sentBytes, m.reconnects, m.deleted, m.marked, m.resized, m.backfillTotal, m.backfillDone,
 		m.slotLag, m.slotRetained, m.slotSafe, m.slotActive, m.walStatus, m.slotReadAt} {
 		f(c)
 	}
@@ -152,6 +155,9 @@ func (m *Metrics) Sent(n int) { m.sentBytes.Add(float64(n)) }
 
 // DeadLettered implements sink.Observer.
 func (m *Metrics) DeadLettered(reason string) { m.deadLettered.WithLabelValues(reason).Inc() }
+
+// PartitionsChanged implements sink.Observer.
+func (m *Metrics) PartitionsChanged(topic string) { m.resized.WithLabelValues(topic).Inc() }
 
 // ProduceFailed implements sink.Observer.
 func (m *Metrics) ProduceFailed(kind string) { m.publishErrors.WithLabelValues(kind).Inc() }

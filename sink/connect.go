@@ -93,9 +93,12 @@ func (s Security) transport() *kafka.Transport {
 }
 
 // countingTransport is transport, with every byte written to a broker
-// reported to o.
-func (s Security) countingTransport(o Observer) *kafka.Transport {
+// reported to o, and its metadata cached at most metadataTTL (0: 6 s).
+func (s Security) countingTransport(o Observer, metadataTTL time.Duration) *kafka.Transport {
 	t := s.transport()
+	if metadataTTL > 0 && metadataTTL < t.MetadataTTL {
+		t.MetadataTTL = metadataTTL
+	}
 	d := &net.Dialer{}
 	t.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := d.DialContext(ctx, network, addr)

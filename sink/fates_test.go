@@ -12,6 +12,7 @@ type fates struct {
 	want  int
 	mu    sync.Mutex
 	acked map[uint64]int
+	order []uint64 // tokens in the order they were acknowledged
 	fail  []error
 	all   chan struct{}
 }
@@ -28,6 +29,7 @@ func (f *fates) done(token uint64, _ string, err error) {
 		return
 	}
 	f.acked[token]++
+	f.order = append(f.order, token)
 	if len(f.acked) == f.want {
 		close(f.all)
 	}

@@ -40,6 +40,10 @@ type Config struct {
 	// AutoCreateTopics asks the broker to create a missing topic (the broker
 	// must allow it too), when CreateTopics is off.
 	AutoCreateTopics bool
+	// MetadataMaxAge is how long a topic's partitions are trusted before
+	// they are asked again (a partition added is used after at most this
+	// long); 0: a minute.
+	MetadataMaxAge time.Duration
 	// MissingTopicTimeout is how long an event waits for its topic to exist
 	// before it is dead-lettered.
 	MissingTopicTimeout time.Duration
@@ -91,6 +95,7 @@ type Writer struct {
 	counts  map[string]topicCount      // partitions and leaders per topic, cached
 	sticky  map[string]stickyPartition // by topic: where null keys go
 	specs   map[string]TopicSpec       // by topic: how to create it, when its route has a spec of its own
+	seen    map[string]int             // by topic: the partition count last seen, kept across forget
 	owned   sync.WaitGroup             // the senders, salvages and lookups
 
 	// abandon ends produce requests and retries once Close gives up waiting.
@@ -113,6 +118,9 @@ type topicCount struct {
 	leaders    []int32 // broker id of each partition's leader, shared read-only
 	at         time.Time
 	refreshing bool // a background lookup is under way
+	// drain is set when the count changed: no event is routed by the new
+	// count before those queued under the old one are delivered.
+	drain bool
 }
 
 // meta travels with each message through kafka-go (Message.WriterData).
@@ -174,13 +182,14 @@ func NewWriter(cfg Config, done Done) *Writer {
 	}
 	w := &Writer{
 		cfg: cfg, log: log, done: done, missing: missingTopics{since: map[string]time.Time{}},
-		client:     &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: produceTimeout, Transport: cfg.Security.countingTransport(cfg.Observer)},
+		client:     &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: produceTimeout, Transport: cfg.Security.countingTransport(cfg.Observer, cfg.MetadataMaxAge)},
 		batchBytes: max(cfg.MaxMessageBytes+4096, 1<<20),
 		parts:      map[topicPartition]*partition{},
 		senders:    map[int32]*sender{},
 		counts:     map[string]topicCount{},
 		sticky:     map[string]stickyPartition{},
 		specs:      map[string]TopicSpec{},
+		seen:       map[string]int{},
 	}
 	w.abandon, w.abandoned = context.WithCancel(context.Background())
 	return w

@@ -22,6 +22,8 @@ type Observer interface {
 	// ProduceFailed reports one failed produce attempt; kind is a short,
 	// bounded name for the failure (a Kafka error code, or "network").
 	ProduceFailed(kind string)
+	// PartitionsChanged reports that topic's partition count changed.
+	PartitionsChanged(topic string)
 }
 
 type nopObserver struct{}
@@ -31,6 +33,7 @@ func (nopObserver) DeadLettered(string)       {}
 func (nopObserver) Request(int, int)          {}
 func (nopObserver) Sent(int)                  {}
 func (nopObserver) ProduceFailed(string)      {}
+func (nopObserver) PartitionsChanged(string)  {}
 
 // acked tells the observer about acknowledged events; dead letters are
 // counted when they are made.

@@ -3,6 +3,7 @@ package sink
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
@@ -40,6 +41,25 @@ func (w *Writer) enqueue(ctx context.Context, msg kafka.Message) error {
 		return err
 	}
 	w.mu.Lock()
+	for w.counts[msg.Topic].drain {
+		// The count changed: one key's events must not be split across two
+		// partitions out of order, so the events queued under the old count
+		// go first.
+		if !w.topicBusy(msg.Topic) {
+			cur := w.counts[msg.Topic]
+			cur.drain = false
+			w.counts[msg.Topic] = cur
+			c = cur
+			break
+		}
+		w.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for %s's events queued under its old partition count: %w", msg.Topic, context.Cause(ctx))
+		case <-time.After(2 * time.Millisecond):
+		}
+		w.mu.Lock()
+	}
 	id := w.choose(&msg, c.ids)
 	tp := topicPartition{msg.Topic, id}
 	if w.closed.Load() {
@@ -136,7 +156,11 @@ type stickyPartition struct {
 func (w *Writer) partitionIDs(ctx context.Context, topic string) (topicCount, error) {
 	w.mu.Lock()
 	c, ok := w.counts[topic]
-	refresh := ok && time.Since(c.at) >= countTTL && !c.refreshing
+	ttl := w.cfg.MetadataMaxAge
+	if ttl <= 0 {
+		ttl = countTTL
+	}
+	refresh := ok && time.Since(c.at) >= ttl && !c.refreshing
 	if refresh {
 		c.refreshing = true
 		w.counts[topic] = c
@@ -206,6 +230,13 @@ func (w *Writer) lookup(ctx context.Context, topic string) (topicCount, error) {
 			c.leaders[p.PartitionIndex] = p.LeaderID
 		}
 		w.mu.Lock()
+		if n, ok := w.seen[topic]; ok && n != len(c.ids) {
+			c.drain = true
+			w.log.Warn("the topic's partition count changed: events queued under the old count are delivered first, then keys are routed by the new one",
+				slog.String("topic", topic), slog.Int("from", n), slog.Int("to", len(c.ids)))
+			w.cfg.Observer.PartitionsChanged(topic)
+		}
+		w.seen[topic] = len(c.ids)
 		w.counts[topic] = c
 		// Partitions whose leader moved follow it to its sender.
 		for id, leader := range c.leaders {
@@ -221,6 +252,17 @@ func (w *Writer) lookup(ctx context.Context, topic string) (topicCount, error) {
 
 // forget drops what is cached about topic, so that the next lookup asks
 // the broker.
+// topicBusy reports whether any partition of topic has events queued, a
+// batch out, or a batch to retry. Called with mu held.
+func (w *Writer) topicBusy(topic string) bool {
+	for tp, p := range w.parts {
+		if tp.topic == topic && (len(p.buf) > 0 || p.busy || p.retry != nil) {
+			return true
+		}
+	}
+	return false
+}
+
 func (w *Writer) forget(topic string) {
 	w.mu.Lock()
 	delete(w.counts, topic)

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -132,4 +133,85 @@ func TestTopicProvisioning(t *testing.T) {
 	if code, out = runOnce(t, setupArgs...); code != 0 || !strings.Contains(out, "topic "+fixed+" exists") {
 		t.Errorf("setup again (exit %d):\n%s", code, out)
 	}
+}
+
+// TestPartitionsAdded grows a busy topic from 2 to 6 partitions: the relay
+// notices, says so once, and never lets a key's event reach its new
+// partition before the events queued for its old one are in: per key, the
+// broker appended every event of the old partition no later than the first
+// of the new (the topic stamps records with LogAppendTime).
+func TestPartitionsAdded(t *testing.T) {
+	o := newOutbox(t, "grow", defaultColumns)
+	topic := o.name + ".order"
+	client := &kafka.Client{Addr: kafka.TCP(broker.Brokers), Timeout: 10 * time.Second}
+	res, err := client.CreateTopics(context.Background(), &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{Topic: topic, NumPartitions: 2, ReplicationFactor: 1,
+		ConfigEntries: []kafka.ConfigEntry{{ConfigName: "message.timestamp.type", ConfigValue: "LogAppendTime"}}}}})
+	if err != nil || res.Errors[topic] != nil {
+		t.Fatalf("create %s: %v %v", topic, err, res)
+	}
+	waitLeaders(t, topic)
+	r := startRelay(t, o.args("--kafka-metadata-max-age", "1s")...)
+	w, counters := newWritten(), map[string]int{}
+	wait := insertInBackground(o, w, makeRows(12000, 20, "order", counters), 20, 10*time.Millisecond)
+	consume(t, []string{topic}, 1500, time.Minute)
+	cres, err := client.CreatePartitions(context.Background(), &kafka.CreatePartitionsRequest{Topics: []kafka.TopicPartitionsConfig{{Name: topic, Count: 6}}})
+	if err != nil || cres.Errors[topic] != nil {
+		t.Fatalf("create partitions: %v %v", err, cres)
+	}
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	msgs := consume(t, []string{topic}, 12000, 2*time.Minute)
+	checkDelivered(t, o, w, msgs)
+
+	type span struct{ first, last time.Time }
+	spans := map[string]map[int]*span{} // key → partition → append times
+	for _, m := range msgs {
+		k := string(m.Key)
+		if spans[k] == nil {
+			spans[k] = map[int]*span{}
+		}
+		s := spans[k][m.Partition]
+		if s == nil {
+			s = &span{m.Time, m.Time}
+			spans[k][m.Partition] = s
+		}
+		if m.Time.Before(s.first) {
+			s.first = m.Time
+		}
+		if m.Time.After(s.last) {
+			s.last = m.Time
+		}
+	}
+	moved := 0
+	for k, parts := range spans {
+		if len(parts) > 2 {
+			t.Errorf("key %s in %d partitions", k, len(parts))
+		}
+		if len(parts) == 2 {
+			moved++
+			var ss []*span
+			for _, s := range parts {
+				ss = append(ss, s)
+			}
+			if ss[0].first.After(ss[1].first) {
+				ss[0], ss[1] = ss[1], ss[0]
+			}
+			if ss[0].last.After(ss[1].first) {
+				t.Errorf("key %s: appended to its new partition at %s, before the last of its old one (%s)", k, ss[1].first, ss[0].last)
+			}
+		}
+	}
+	if moved == 0 {
+		t.Fatal("no key moved to a new partition: the test proves nothing")
+	}
+	b, _ := os.ReadFile(r.log)
+	if n := strings.Count(string(b), "partition count changed"); n != 1 {
+		t.Errorf("%d log lines about the partition count, want 1", n)
+	}
+	m, _ := scrape(t, r.httpAddr(t))
+	if got := m[`outbox_cdc_partition_count_changes_total{topic="`+topic+`"}`]; got != 1 {
+		t.Errorf("outbox_cdc_partition_count_changes_total = %v, want 1", got)
+	}
+	t.Logf("2 → 6 partitions under load: %d of %d keys moved, none overtook its old partition", moved, len(spans))
 }
