@@ -8,7 +8,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # Release targets for `make dist`.
 PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 
-.PHONY: build dist image demo test test-short bench bench-compare bench-messages fuzz clean
+.PHONY: build dist image demo test test-cluster test-short bench bench-compare bench-messages fuzz clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/outbox-cdc ./cmd/outbox-cdc
@@ -35,6 +35,11 @@ demo:
 
 test:
 	$(GO) test -race -count=1 -timeout 15m ./...
+
+# outbox-cdc against a three-broker Kafka cluster under broker faults (about
+# 3 minutes; .ci/run runs it after make test).
+test-cluster:
+	$(GO) test -tags cluster -race -count=1 -timeout 14m ./test/cluster/
 
 test-short:
 	$(GO) test -short -race -count=1 ./...

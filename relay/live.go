@@ -22,6 +22,7 @@ type live struct {
 	track     atomic.Pointer[checkpoint.Tracker]
 	stream    atomic.Pointer[replication.Stream]
 	streaming atomic.Bool
+	writer    atomic.Pointer[sink.Writer] // the session's
 	// backfilling is set while --backfill-where's rows are published,
 	// before streaming.
 	backfilling atomic.Bool
@@ -81,6 +82,13 @@ func (rd *readiness) check(ctx context.Context) error {
 	}
 	if !rd.r.live.streaming.Load() {
 		return errors.New("replication is not streaming (starting, reconnecting, or standing by for another instance)")
+	}
+	if w := rd.r.live.writer.Load(); w != nil {
+		// Brokers that answer but do not acknowledge (fewer in-sync
+		// replicas than min.insync.replicas, a leader gone): not ready.
+		if since, last, failing := w.Failing(5 * time.Second); failing {
+			return fmt.Errorf("kafka: produce failing since %s, retrying: %s", since.UTC().Format(time.RFC3339), last)
+		}
 	}
 	rd.mu.Lock()
 	defer rd.mu.Unlock()

@@ -38,6 +38,8 @@ func (r *Relay) session(ctx context.Context, start pglogrepl.LSN) (bool, error) 
 	}
 
 	r.live.begin(track, stream)
+	r.live.writer.Store(pub.writer)
+	defer r.live.writer.Store(nil)
 	defer r.live.end()
 	dec := decode.New(target.Tables...)
 	dec.DecodeMessages(cfg.MessagePrefix)

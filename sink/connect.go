@@ -126,13 +126,24 @@ func (c *countingConn) Write(b []byte) (int, error) {
 func Ping(ctx context.Context, brokers []string, sec Security) error {
 	transport := sec.transport()
 	defer transport.CloseIdleConnections()
-	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second, Transport: transport}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := client.Metadata(ctx, &kafka.MetadataRequest{}); err != nil {
-		return fmt.Errorf("connect to kafka (%s): %w", hint(err, sec), err)
+	// As a client bootstraps: any one broker that answers will do.
+	var errs error
+	for _, b := range brokers {
+		client := &kafka.Client{Addr: kafka.TCP(b), Timeout: 10 * time.Second, Transport: transport}
+		_, err := client.Metadata(ctx, &kafka.MetadataRequest{})
+		if err == nil {
+			return nil
+		}
+		if errs == nil {
+			errs = err
+		}
+		if ctx.Err() != nil {
+			break
+		}
 	}
-	return nil
+	return fmt.Errorf("connect to kafka (%s): %w", hint(errs, sec), errs)
 }
 
 // hint says what to look at when the brokers cannot be reached.

@@ -104,6 +104,7 @@ type Writer struct {
 
 	down         atomic.Bool  // produce is failing; logged once per outage
 	failingSince atomic.Int64 // unix nanoseconds of the first failure since the last success
+	lastFailure  atomic.Pointer[string]
 	closed       atomic.Bool
 	deadLetter   atomic.Int64
 }
@@ -201,6 +202,8 @@ func NewWriter(cfg Config, done Done) *Writer {
 // warning.
 func (w *Writer) produceFailed(err error, msg string, args ...any) {
 	w.cfg.Observer.ProduceFailed(errorKind(err))
+	text := fmt.Sprintf(msg, args...)
+	w.lastFailure.Store(&text)
 	now := time.Now().UnixNano()
 	w.failingSince.CompareAndSwap(0, now)
 	if now-w.failingSince.Load() < int64(time.Second) {
@@ -210,6 +213,19 @@ func (w *Writer) produceFailed(err error, msg string, args ...any) {
 	if w.down.CompareAndSwap(false, true) {
 		w.log.Warn("kafka produce failing, retrying until it succeeds", slog.String("err", fmt.Sprintf(msg, args...)))
 	}
+}
+
+// Failing reports, when produce requests have failed for at least d with
+// no success since, since when and the last failure.
+func (w *Writer) Failing(d time.Duration) (since time.Time, last string, failing bool) {
+	ns := w.failingSince.Load()
+	if ns == 0 || time.Since(time.Unix(0, ns)) < d {
+		return time.Time{}, "", false
+	}
+	if p := w.lastFailure.Load(); p != nil {
+		last = *p
+	}
+	return time.Unix(0, ns), last, true
 }
 
 func (w *Writer) up() {

@@ -188,3 +188,58 @@ func testTimeout() time.Duration {
 	}
 	return 0
 }
+
+// KafkaCluster is a running three-node KRaft cluster (scripts/kafka-cluster.sh):
+// replication factor 3, min.insync.replicas=2, auto-creation off.
+type KafkaCluster struct {
+	Dir     string
+	Brokers string // the three EXTERNAL listeners, comma-separated
+	Ports   [3]int
+	PIDs    [3]int
+}
+
+// StartKafkaCluster formats and starts a cluster; advertise, when given,
+// are the three host:port the nodes advertise to clients (a proxy's).
+func StartKafkaCluster(advertise ...string) (*KafkaCluster, error) {
+	kv, err := script([]string{"KAFKA_CLUSTER_ADVERTISE=" + strings.Join(advertise, " ")}, "kafka-cluster.sh", "start")
+	if err != nil {
+		return nil, err
+	}
+	c := &KafkaCluster{Dir: kv["dir"], Brokers: kv["brokers"]}
+	c.read(kv)
+	return c, nil
+}
+
+func (c *KafkaCluster) read(kv map[string]string) {
+	for i := range 3 {
+		c.Ports[i], _ = strconv.Atoi(kv[fmt.Sprintf("port%d", i+1)])
+		c.PIDs[i], _ = strconv.Atoi(kv[fmt.Sprintf("pid%d", i+1)])
+	}
+}
+
+// Kill ends node n (1-3) with SIGKILL, keeping its data.
+func (c *KafkaCluster) Kill(n int) error {
+	_, err := script(nil, "kafka-cluster.sh", "kill", c.Dir, strconv.Itoa(n))
+	return err
+}
+
+// StopNode stops node n cleanly (SIGTERM), as a rolling restart does.
+func (c *KafkaCluster) StopNode(n int) error {
+	_, err := script(nil, "kafka-cluster.sh", "stop-node", c.Dir, strconv.Itoa(n))
+	return err
+}
+
+// StartNode starts node n again, on its ports and data.
+func (c *KafkaCluster) StartNode(n int) error {
+	kv, err := script(nil, "kafka-cluster.sh", "start-node", c.Dir, strconv.Itoa(n))
+	if err == nil {
+		c.read(kv)
+	}
+	return err
+}
+
+// Stop stops every node and removes the cluster's directory.
+func (c *KafkaCluster) Stop() error {
+	_, err := script(nil, "kafka-cluster.sh", "stop", c.Dir)
+	return err
+}

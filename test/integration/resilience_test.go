@@ -176,7 +176,7 @@ func TestNetworkCut(t *testing.T) {
 	o := newOutbox(t, "netcut", defaultColumns)
 	hostport := strings.Split(strings.Split(pg.URL, "@")[1], "/")[0]
 	p := startProxy(t, hostport)
-	url := strings.Replace(pg.URL, hostport, p.addr(), 1)
+	url := strings.Replace(pg.URL, hostport, p.Addr(), 1)
 	args := append(o.args("--receive-timeout", "5s"), "--postgres-url", url)
 	r := startRelay(t, args...)
 	w, counters := newWritten(), map[string]int{}
@@ -184,7 +184,7 @@ func TestNetworkCut(t *testing.T) {
 	insertRows(t, o, w, makeRows(500, 20, "order", counters), 20)
 	consume(t, []string{o.name + ".order"}, len(w.committed), time.Minute)
 	cut := time.Now()
-	if n := p.cut(); n == 0 {
+	if n := p.Cut(); n == 0 {
 		t.Fatalf("no connection through the proxy to cut")
 	}
 	insertRows(t, o, w, makeRows(500, 20, "order", counters), 20)
@@ -192,7 +192,7 @@ func TestNetworkCut(t *testing.T) {
 	t.Logf("blackholed: all events present %s after the cut (receive timeout 5s)", time.Since(cut).Round(time.Millisecond))
 
 	dropped := time.Now()
-	p.drop()
+	p.Drop()
 	insertRows(t, o, w, makeRows(500, 20, "order", counters), 20)
 	msgs := consume(t, []string{o.name + ".order"}, len(w.committed), time.Minute)
 	t.Logf("dropped: all events present %s after the drop", time.Since(dropped).Round(time.Millisecond))
