@@ -36,6 +36,7 @@ type Config struct {
 	Tables       []TableConfig // the outbox tables, each with its mapping and topic
 	Publication  string
 	Slot         string
+	SlotFailover string // auto, true or false: create the slot failover-enabled (PostgreSQL 17+)
 	Topic        string // topic template, see sink.ParseTopic; the default of each table, and the topic of messages
 	// MessagePrefix is the prefix of the transactional logical decoding
 	// messages (pg_logical_emit_message) relayed as events, as outbox.Writer's

@@ -57,6 +57,7 @@ func newFlagSet(c *Config, g group) (*flag.FlagSet, *rawFlags) {
 		fs.StringVar(&raw.config, "config", "", "YAML or JSON file with settings beyond flags: each table's own columns, header columns and topic (see README)")
 		fs.StringVar(&c.Publication, "publication", "outbox_cdc", "publication carrying the outbox table's INSERTs; run creates it when missing")
 		fs.StringVar(&c.Slot, "slot", "outbox_cdc", "logical replication slot (plugin pgoutput); run creates it when missing")
+		fs.StringVar(&c.SlotFailover, "slot-failover", "auto", "create the slot failover-enabled, so that standbys with sync_replication_slots=on keep a copy and their promotion keeps it: auto (on PostgreSQL 17 and newer), true or false; an existing slot that should be and is not gets a warning with the fix")
 	}
 	if g&gColumns != 0 {
 		fs.StringVar(&c.Columns.ID, "column-id", "id", "column holding the event id (sent as header id)")
@@ -150,6 +151,8 @@ func (c Config) validate(g group) error {
 			return usagef("--publication must not be empty")
 		case !slotName.MatchString(c.Slot):
 			return usagef("--slot %q: a slot name is 1 to 63 characters of a-z, 0-9 and _", c.Slot)
+		case c.SlotFailover != "auto" && c.SlotFailover != "true" && c.SlotFailover != "false":
+			return usagef("--slot-failover %q: want auto, true or false", c.SlotFailover)
 		}
 	}
 	if g&gKafka != 0 {

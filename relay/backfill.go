@@ -91,7 +91,11 @@ func (r *Relay) prepareBackfilled(ctx context.Context) (pglogrepl.LSN, error) {
 				return 0, err
 			}
 		}
-		if exported, err = replication.CreateSlotExporting(ctx, cfg.PostgresURL, cfg.Slot); err != nil {
+		failover, err := replication.WantFailover(ctx, conn, r.target)
+		if err != nil {
+			return 0, err
+		}
+		if exported, err = replication.CreateSlotExporting(ctx, cfg.PostgresURL, cfg.Slot, failover); err != nil {
 			return 0, err
 		}
 		defer exported.Close()

@@ -136,7 +136,7 @@ func (r *Relay) Ready(ctx context.Context) error { return r.ready.check(ctx) }
 // Target is the publication, slot and tables cfg names, each table with
 // the columns its topic template names.
 func Target(cfg config.Config) replication.Target {
-	t := replication.Target{Publication: cfg.Publication, Slot: cfg.Slot}
+	t := replication.Target{Publication: cfg.Publication, Slot: cfg.Slot, Failover: cfg.SlotFailover}
 	for _, tc := range cfg.Tables {
 		tb := tc.Table
 		if topic, err := sink.ParseTopic(tc.Topic); err == nil {

@@ -69,6 +69,7 @@ func (r *Relay) run(ctx context.Context) error {
 	if err != nil || ctx.Err() != nil {
 		return err
 	}
+	r.warnSlot(ctx)
 	standby := false // another process streams the slot; we wait for it to let go
 	for attempt := 0; ; attempt++ {
 		began, err := r.session(ctx, start)
@@ -110,6 +111,23 @@ func (r *Relay) run(ctx context.Context) error {
 			}
 			start = 0 // session fails fast and we come back here
 		}
+	}
+}
+
+// warnSlot logs, once at start, what an operator should know of the slot
+// (failover: see replication.SlotWarnings).
+func (r *Relay) warnSlot(ctx context.Context) {
+	conn, err := pgx.Connect(ctx, r.cfg.PostgresURL)
+	if err != nil {
+		return // the session reports an unreachable server
+	}
+	defer conn.Close(context.Background())
+	warnings, err := replication.SlotWarnings(ctx, conn, r.target)
+	if err != nil {
+		r.log.Debug("slot warnings", slog.Any("err", err))
+	}
+	for _, w := range warnings {
+		r.log.Warn(w, slog.String("slot", r.cfg.Slot))
 	}
 }
 

@@ -289,4 +289,22 @@ func (c *checker) slot() {
 		}
 		c.add(checklist.OK, "replication slot", fmt.Sprintf("%q at %s, %d bytes behind, wal_status %s, %s", c.t.Slot, st.Confirmed, st.LagBytes, st.WALStatus, active), "")
 	}
+	c.failover(&st)
+}
+
+// failover reports whether the slot survives a failover to a standby.
+func (c *checker) failover(st *SlotState) {
+	warnings, err := SlotWarnings(c.ctx, c.conn, c.t)
+	switch {
+	case err != nil:
+		c.failed("slot failover", err)
+	case len(warnings) > 0:
+		c.add(checklist.Warn, "slot failover", warnings[0], failoverHint(st.ServerVersion))
+	case st.Failover && st.Synced:
+		c.add(checklist.OK, "slot failover", fmt.Sprintf("%q is failover-enabled, and this server's copy is synchronized from the primary", c.t.Slot), "")
+	case st.Failover:
+		c.add(checklist.OK, "slot failover", fmt.Sprintf("%q is failover-enabled: standbys with sync_replication_slots=on keep a copy (%d streaming now)", c.t.Slot, st.Standbys), "")
+	default:
+		c.add(checklist.OK, "slot failover", fmt.Sprintf("%q is not failover-enabled (%s); no standby streams from this server", c.t.Slot, failoverHint(st.ServerVersion)), "")
+	}
 }

@@ -20,6 +20,66 @@ type Target struct {
 	Tables      []decode.Table
 	Publication string
 	Slot        string
+	// Failover is how a new slot is created: FailoverAuto (failover-enabled
+	// on PostgreSQL 17 and newer), FailoverOn or FailoverOff.
+	Failover string
+}
+
+// Values of Target.Failover (--slot-failover).
+const (
+	FailoverAuto = "auto"
+	FailoverOn   = "true"
+	FailoverOff  = "false"
+)
+
+// WantFailover says whether t's slot should be failover-enabled on the
+// server conn reaches: a slot synchronized to standbys that have
+// sync_replication_slots on, which survives their promotion (PostgreSQL 17+).
+func WantFailover(ctx context.Context, conn *pgx.Conn, t Target) (bool, error) {
+	var version int
+	if err := conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
+		return false, fmt.Errorf("read server_version_num: %w", err)
+	}
+	switch t.Failover {
+	case FailoverOff:
+		return false, nil
+	case FailoverOn:
+		if version < 170000 {
+			return false, fmt.Errorf("%w: --slot-failover=true needs PostgreSQL 17 or newer (this is %d.%d); before 17 a logical slot does not survive a failover", ErrNotReady, version/10000, version%10000)
+		}
+		return true, nil
+	}
+	return version >= 170000, nil
+}
+
+// SlotWarnings are what an operator should know of t's slot as it is: one
+// that should be failover-enabled and is not, one on a server with a
+// standby that it would not survive.
+func SlotWarnings(ctx context.Context, conn *pgx.Conn, t Target) ([]string, error) {
+	want, err := WantFailover(ctx, conn, t)
+	if err != nil {
+		return nil, err
+	}
+	st, err := ReadSlotState(ctx, conn, t)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	switch {
+	case want && !st.Failover:
+		out = append(out, fmt.Sprintf("slot %q is not failover-enabled, so a standby's promotion loses it; on a replication connection run ALTER_REPLICATION_SLOT %s (FAILOVER true) "+
+			"(psql \"dbname=… replication=database\" -c 'ALTER_REPLICATION_SLOT %s (FAILOVER true)'), with sync_replication_slots on the standby", t.Slot, t.Slot, t.Slot))
+	case st.Standbys > 0 && !st.Failover:
+		out = append(out, fmt.Sprintf("slot %q would not survive a failover to the %d standby(s) streaming from this server (%s)", t.Slot, st.Standbys, failoverHint(st.ServerVersion)))
+	}
+	return out, nil
+}
+
+func failoverHint(version int) string {
+	if version < 170000 {
+		return "failover slots need PostgreSQL 17 or newer"
+	}
+	return "--slot-failover=true, sync_replication_slots=on on the standby, synchronized_standby_slots on the primary"
 }
 
 // quoted is a table's name as SQL wants it.
@@ -123,7 +183,7 @@ func Prepare(ctx context.Context, conn *pgx.Conn, t Target, createSlot bool) (pg
 	if err := ensurePublication(ctx, conn, t); err != nil {
 		return 0, err
 	}
-	return ensureSlot(ctx, conn, t.Slot, createSlot)
+	return ensureSlot(ctx, conn, t, createSlot)
 }
 
 func checkServer(ctx context.Context, conn *pgx.Conn) error {
@@ -195,14 +255,23 @@ func ensurePublication(ctx context.Context, conn *pgx.Conn, t Target) error {
 	return nil
 }
 
-func ensureSlot(ctx context.Context, conn *pgx.Conn, slot string, create bool) (pglogrepl.LSN, error) {
+func ensureSlot(ctx context.Context, conn *pgx.Conn, t Target, create bool) (pglogrepl.LSN, error) {
+	slot := t.Slot
 	s, err := readSlot(ctx, conn, slot)
 	if errors.Is(err, pgx.ErrNoRows) && !create {
 		return 0, fmt.Errorf("%w: slot %q was dropped while outbox-cdc was streaming from it; events after its last confirmed position may be missing. "+
 			"After reconciling, restart outbox-cdc to create it anew", ErrSlotInvalidated, slot)
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
-		_, err = conn.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, slot)
+		var failover bool
+		if failover, err = WantFailover(ctx, conn, t); err != nil {
+			return 0, err
+		}
+		if failover {
+			_, err = conn.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput', false, false, true)`, slot)
+		} else {
+			_, err = conn.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, slot)
+		}
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "42710" {
 			err = nil // created meanwhile by another instance

@@ -25,8 +25,9 @@ type Exported struct {
 }
 
 // CreateSlotExporting creates slot (plugin pgoutput) on a replication
-// connection, exporting its snapshot.
-func CreateSlotExporting(ctx context.Context, url, slot string) (*Exported, error) {
+// connection, exporting its snapshot, failover-enabled when asked
+// (PostgreSQL 17+).
+func CreateSlotExporting(ctx context.Context, url, slot string, failover bool) (*Exported, error) {
 	pc, err := pgconn.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse postgres url: %w", err)
@@ -36,8 +37,12 @@ func CreateSlotExporting(ctx context.Context, url, slot string) (*Exported, erro
 	if err != nil {
 		return nil, fmt.Errorf("replication connection: %w", err)
 	}
+	action := "EXPORT_SNAPSHOT" // the form every version takes
+	if failover {
+		action = "(SNAPSHOT 'export', FAILOVER)"
+	}
 	res, err := pglogrepl.CreateReplicationSlot(ctx, conn, slot, "pgoutput",
-		pglogrepl.CreateReplicationSlotOptions{SnapshotAction: "EXPORT_SNAPSHOT", Mode: pglogrepl.LogicalReplication})
+		pglogrepl.CreateReplicationSlotOptions{SnapshotAction: action, Mode: pglogrepl.LogicalReplication})
 	if err != nil {
 		conn.Close(context.Background())
 		return nil, fmt.Errorf("create replication slot %q exporting its snapshot: %w", slot, err)

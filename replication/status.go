@@ -33,6 +33,15 @@ type SlotState struct {
 	SafeWALSize *int64 `json:"safe_wal_size"`
 	// Publication says whether the publication carries every outbox table.
 	Publication bool `json:"publication_carries_tables"`
+	// Failover says the slot is synchronized to standbys that have
+	// sync_replication_slots on (PostgreSQL 17+), so it survives a failover;
+	// Synced that this server is such a standby and the slot a copy.
+	Failover bool `json:"failover"`
+	Synced   bool `json:"synced"`
+	// ServerVersion is server_version_num, 150000 for 15.0.
+	ServerVersion int `json:"server_version_num"`
+	// Standbys are the physical standbys streaming from this server.
+	Standbys int `json:"physical_standbys"`
 }
 
 // ReadSlotState reads where t's slot stands. conn is an ordinary connection.
@@ -48,11 +57,14 @@ func ReadSlotState(ctx context.Context, conn *pgx.Conn, t Target) (SlotState, er
 			pg_wal_lsn_diff(pg_current_wal_lsn(), s.restart_lsn)::bigint,
 			coalesce(s.wal_status, ''), s.safe_wal_size,
 			NOT EXISTS (SELECT 1 FROM unnest($3::text[]) q WHERE NOT EXISTS (
-				SELECT 1 FROM pg_publication_tables p WHERE p.pubname = $2 AND p.schemaname || '.' || p.tablename = q))
+				SELECT 1 FROM pg_publication_tables p WHERE p.pubname = $2 AND p.schemaname || '.' || p.tablename = q)),
+			coalesce((to_jsonb(s) ->> 'failover')::bool, false), coalesce((to_jsonb(s) ->> 'synced')::bool, false),
+			current_setting('server_version_num')::int,
+			(SELECT count(*) FROM pg_replication_slots p JOIN pg_stat_replication r2 ON r2.pid = p.active_pid WHERE p.slot_type = 'physical')::int
 		FROM pg_replication_slots s LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid
 		WHERE s.slot_name = $1`, t.Slot, t.Publication, t.qualified()).
 		Scan(&st.Plugin, &st.Database, &st.Active, &st.ActivePID, &st.Client, &confirmed, &restart, &current,
-			&lag, &retained, &st.WALStatus, &st.SafeWALSize, &st.Publication)
+			&lag, &retained, &st.WALStatus, &st.SafeWALSize, &st.Publication, &st.Failover, &st.Synced, &st.ServerVersion, &st.Standbys)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return st, fmt.Errorf("%w: %q", ErrNoSlot, t.Slot)
 	}

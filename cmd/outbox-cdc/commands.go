@@ -208,6 +208,7 @@ func status(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, re
 		{"wal_status", st.WALStatus},
 		{"safe_wal_size", safe},
 		{"publication", fmt.Sprintf("%s carries %s: %s", cfg.Publication, cfg.TableNames(), carries)},
+		{"failover", failoverLine(st)},
 	}
 	for _, t := range cfg.Tables {
 		if b, ok := backfills[t.Qualified()]; ok {
@@ -295,4 +296,17 @@ func setupTopics(cfg config.Config) []setupTopic {
 		}
 	}
 	return out
+}
+
+// failoverLine says whether the slot survives a failover to a standby.
+func failoverLine(st replication.SlotState) string {
+	switch {
+	case st.Synced:
+		return "yes: this server is a standby and its copy of the slot is synchronized"
+	case st.Failover:
+		return fmt.Sprintf("yes: failover-enabled, %d physical standby(s) streaming", st.Standbys)
+	case st.ServerVersion < 170000:
+		return fmt.Sprintf("no: logical slots do not survive a failover before PostgreSQL 17 (this is %d)", st.ServerVersion/10000)
+	}
+	return fmt.Sprintf("no: not failover-enabled (%d physical standby(s) streaming); see outbox-cdc check", st.Standbys)
 }
