@@ -290,8 +290,12 @@ func ensureSlot(ctx context.Context, conn *pgx.Conn, t Target, create bool) (pgl
 	case s.database != conn.Config().Database && conn.Config().Database != "":
 		return 0, fmt.Errorf("%w: slot %q belongs to database %q, not %q; choose another --slot", ErrNotReady, slot, s.database, conn.Config().Database)
 	case s.walStatus == "lost" || s.confirmed == 0:
-		return 0, fmt.Errorf("%w: slot %q can no longer stream (wal_status %q): the WAL it needs was removed, so events may be missing. "+
-			"After reconciling, recreate it: SELECT pg_drop_replication_slot('%s'); then restart outbox-cdc", ErrSlotInvalidated, slot, s.walStatus, slot)
+		var current string
+		_ = conn.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&current)
+		return 0, fmt.Errorf("%w: slot %q was invalidated (wal_status %q, max_slot_wal_keep_size exceeded): the WAL from its confirmed position %s to %s was removed "+
+			"before it was read, so events committed in that range were not relayed. To recover: SELECT pg_drop_replication_slot('%s'); then start outbox-cdc with "+
+			"--backfill-where selecting the rows of that range (such as created_at >= the time of %s), which republishes them from the new slot's snapshot and streams what follows",
+			ErrSlotInvalidated, slot, s.walStatus, s.confirmed, current, slot, s.confirmed)
 	}
 	return s.confirmed, nil
 }

@@ -194,6 +194,14 @@ func status(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, re
 	if st.SafeWALSize != nil {
 		safe = byteSize(*st.SafeWALSize)
 	}
+	walStatus := st.WALStatus
+	switch st.WALStatus {
+	case "lost":
+		safe = "none"
+		walStatus = "lost: the slot was invalidated and can no longer stream; outbox-cdc run says what was lost and how to recover"
+	case "unreserved":
+		walStatus = "unreserved: the slot is about to lose WAL it needs; start outbox-cdc run now"
+	}
 	carries := "yes"
 	if !st.Publication {
 		carries = "NO: outbox-cdc check names the missing tables and the ALTER PUBLICATION to run"
@@ -205,7 +213,7 @@ func status(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, re
 		{"current WAL", st.Current.String()},
 		{"lag", byteSize(st.LagBytes) + " of WAL written since the confirmed position"},
 		{"retained", byteSize(st.RetainedBytes) + " of WAL kept for the slot"},
-		{"wal_status", st.WALStatus},
+		{"wal_status", walStatus},
 		{"safe_wal_size", safe},
 		{"publication", fmt.Sprintf("%s carries %s: %s", cfg.Publication, cfg.TableNames(), carries)},
 		{"failover", failoverLine(st)},

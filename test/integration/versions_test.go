@@ -2,8 +2,10 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // serverVersion is server_version_num of the suite's Postgres.
@@ -50,4 +52,68 @@ func TestSlotFailoverByVersion(t *testing.T) {
 		t.Errorf("check has no slot failover item:\n%s", out)
 	}
 	t.Logf("PostgreSQL %d: slot failover %v", version, failover)
+}
+
+// TestSlotInvalidated: with a small max_slot_wal_keep_size, a stopped
+// relay's slot loses the WAL it needs; the metric says unreserved before
+// that, and once it is lost run exits 1 with one line saying what was lost
+// and how to recover, and check and status report it.
+func TestSlotInvalidated(t *testing.T) {
+	o := newOutbox(t, "lostslot", defaultColumns)
+	ctx := context.Background()
+	for _, s := range []string{`ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'`, `SELECT pg_reload_conf()`} {
+		if _, err := o.db.Exec(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		_, _ = o.db.Exec(context.Background(), `ALTER SYSTEM RESET max_slot_wal_keep_size`)
+		_, _ = o.db.Exec(context.Background(), `SELECT pg_reload_conf()`)
+	})
+	r := startRelay(t, o.args()...)
+	if code := r.stop(t, 15, 30*time.Second); code != 0 {
+		t.Fatalf("exit %d on SIGTERM", code)
+	}
+	// Write well past the limit, in the outbox table: these events are lost.
+	status := func() string {
+		var s string
+		_ = o.db.QueryRow(ctx, `SELECT coalesce(wal_status, '') FROM pg_replication_slots WHERE slot_name = $1`, o.name).Scan(&s)
+		return s
+	}
+	sawUnreserved := false
+	for i := 0; i < 40 && status() != "lost"; i++ {
+		if _, err := o.db.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (id, aggregate_type, aggregate_id, event_type, payload)
+			SELECT gen_random_uuid(), 'order', 'k', 'e', jsonb_build_object('pad', repeat('x', 2000)) FROM generate_series(1, 2000)`, o.name)); err != nil {
+			t.Fatal(err)
+		}
+		sawUnreserved = sawUnreserved || status() == "unreserved"
+		if _, err := o.db.Exec(ctx, `SELECT pg_switch_wal()`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := o.db.Exec(ctx, `CHECKPOINT`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if status() != "lost" {
+		t.Fatalf("wal_status %q after writing far past max_slot_wal_keep_size, want lost", status())
+	}
+	code, out := runOnce(t, o.args("--http-addr", "")...)
+	line := lastLine(out)
+	for _, want := range []string{"was invalidated", "was removed before it was read", "pg_drop_replication_slot('" + o.name + "')", "--backfill-where"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("run's last line lacks %q: %s", want, line)
+		}
+	}
+	if code != 1 {
+		t.Errorf("run exit %d, want 1", code)
+	}
+	_, out = runOnce(t, "status", "--postgres-url", pg.URL, "--table", "public."+o.name, "--slot", o.name, "--publication", o.name)
+	if !strings.Contains(out, "wal_status:    lost: the slot was invalidated") {
+		t.Errorf("status does not show wal_status lost:\n%s", out)
+	}
+	_, out = runOnce(t, append([]string{"check"}, without(without(o.args(), "--status-interval"), "--http-addr")...)...)
+	if !strings.Contains(out, "[FAIL] replication slot: \""+o.name+"\" lost the WAL it needs") {
+		t.Errorf("check does not report the lost slot:\n%s", out)
+	}
+	t.Logf("slot lost (unreserved seen on the way: %v); run said: %s", sawUnreserved, line)
 }
