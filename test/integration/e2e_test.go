@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -159,27 +158,7 @@ func checkDelivered(t *testing.T, o *outbox, w *written, msgs []kafka.Message) i
 	if missing > 0 {
 		t.Errorf("%d of %d committed events never arrived", missing, len(w.committed))
 	}
-	// Per-aggregate order: reading each partition in offset order, the first
-	// delivery of each aggregate's events must count n = 0, 1, 2, ...
-	seen := map[string]bool{}
-	next := map[string]int{}
-	for _, m := range sortedByOffset(msgs) {
-		id, _ := header(m, "id")
-		if seen[id] {
-			continue
-		}
-		seen[id] = true
-		var p struct{ N int }
-		if err := json.Unmarshal(m.Value, &p); err != nil {
-			t.Fatalf("event %s payload: %v", id, err)
-		}
-		if agg := string(m.Key); p.N != next[agg] {
-			t.Errorf("aggregate %s: event n=%d arrived when n=%d was next", agg, p.N, next[agg])
-			next[agg] = p.N + 1
-		} else {
-			next[agg]++
-		}
-	}
+	checkOrder(t, msgs) // per aggregate, first deliveries count n = 0, 1, 2, ...
 	return dups
 }
 

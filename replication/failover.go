@@ -1,0 +1,65 @@
+package replication
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Values of Target.Failover (--slot-failover).
+const (
+	FailoverAuto = "auto"
+	FailoverOn   = "true"
+	FailoverOff  = "false"
+)
+
+// WantFailover says whether t's slot should be failover-enabled on the
+// server conn reaches: a slot synchronized to standbys that have
+// sync_replication_slots on, which survives their promotion (PostgreSQL 17+).
+func WantFailover(ctx context.Context, conn *pgx.Conn, t Target) (bool, error) {
+	var version int
+	if err := conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
+		return false, fmt.Errorf("read server_version_num: %w", err)
+	}
+	switch t.Failover {
+	case FailoverOff:
+		return false, nil
+	case FailoverOn:
+		if version < 170000 {
+			return false, fmt.Errorf("%w: --slot-failover=true needs PostgreSQL 17 or newer (this is %d.%d); before 17 a logical slot does not survive a failover", ErrNotReady, version/10000, version%10000)
+		}
+		return true, nil
+	}
+	return version >= 170000, nil
+}
+
+// SlotWarnings are what an operator should know of t's slot as it is: one
+// that should be failover-enabled and is not, one on a server with a
+// standby that it would not survive.
+func SlotWarnings(ctx context.Context, conn *pgx.Conn, t Target) ([]string, error) {
+	want, err := WantFailover(ctx, conn, t)
+	if err != nil {
+		return nil, err
+	}
+	st, err := ReadSlotState(ctx, conn, t)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	switch {
+	case want && !st.Failover:
+		out = append(out, fmt.Sprintf("slot %q is not failover-enabled, so a standby's promotion loses it; on a replication connection run ALTER_REPLICATION_SLOT %s (FAILOVER true) "+
+			"(psql \"dbname=… replication=database\" -c 'ALTER_REPLICATION_SLOT %s (FAILOVER true)'), with sync_replication_slots on the standby", t.Slot, t.Slot, t.Slot))
+	case st.Standbys > 0 && !st.Failover:
+		out = append(out, fmt.Sprintf("slot %q would not survive a failover to the %d standby(s) streaming from this server (%s)", t.Slot, st.Standbys, failoverHint(st.ServerVersion)))
+	}
+	return out, nil
+}
+
+func failoverHint(version int) string {
+	if version < 170000 {
+		return "failover slots need PostgreSQL 17 or newer"
+	}
+	return "--slot-failover=true, sync_replication_slots=on on the standby, synchronized_standby_slots on the primary"
+}
