@@ -3,6 +3,7 @@ package replication
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -53,6 +54,10 @@ func SlotWarnings(ctx context.Context, conn *pgx.Conn, t Target) ([]string, erro
 			"(psql \"dbname=… replication=database\" -c 'ALTER_REPLICATION_SLOT %s (FAILOVER true)'), with sync_replication_slots on the standby", t.Slot, t.Slot, t.Slot))
 	case st.Standbys > 0 && !st.Failover:
 		out = append(out, fmt.Sprintf("slot %q would not survive a failover to the %d standby(s) streaming from this server (%s)", t.Slot, st.Standbys, failoverHint(st.ServerVersion)))
+	case st.Standbys > 0 && st.Failover && st.SynchronizedStandbySlots == "" && !st.InRecovery:
+		out = append(out, fmt.Sprintf("slot %q may publish events whose rows a promoted standby never received (asynchronous replication): "+
+			"set synchronized_standby_slots = '%s' on this server (ALTER SYSTEM SET …; SELECT pg_reload_conf()), so the relay only sees what the standbys have",
+			t.Slot, strings.Join(st.StandbySlots, ",")))
 	}
 	return out, nil
 }

