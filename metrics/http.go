@@ -26,8 +26,11 @@ func Listen(addr string) (net.Listener, error) {
 //
 //	/metrics  Prometheus text format
 //	/healthz  200 while the process runs
-//	/readyz   200 when ready() returns nil, else 503 with its error
-func Serve(ctx context.Context, ln net.Listener, g prometheus.Gatherer, ready func(context.Context) error, log *slog.Logger) error {
+//	/readyz   200 when ready() returns nil, else 503 with its error;
+//	          /readyz?standby=ok is ready(ctx, true): a healthy standby
+//	          counts as ready (the Kubernetes readiness probe, see
+//	          deploy/kubernetes)
+func Serve(ctx context.Context, ln net.Listener, g prometheus.Gatherer, ready func(ctx context.Context, standbyOK bool) error, log *slog.Logger) error {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -36,7 +39,7 @@ func Serve(ctx context.Context, ln net.Listener, g prometheus.Gatherer, ready fu
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 		defer cancel()
-		if err := ready(ctx); err != nil {
+		if err := ready(ctx, r.URL.Query().Get("standby") == "ok"); err != nil {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			w.WriteHeader(http.StatusServiceUnavailable)
 			fmt.Fprintln(w, "not ready:", err)

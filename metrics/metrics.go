@@ -18,6 +18,9 @@ type Live struct {
 	Confirmed func() pglogrepl.LSN // highest position confirmed to Postgres
 	Received  func() pglogrepl.LSN // newest WAL position received
 	Streaming func() bool
+	// StandingBy is true while another process streams the slot and this
+	// one waits to take over.
+	StandingBy func() bool
 }
 
 // Metrics are the relay's Prometheus metrics. It implements sink.Observer.
@@ -122,6 +125,13 @@ func New(version string, reg prometheus.Registerer, live Live) (*Metrics, error)
 	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "streaming",
 		Help: "1 while a replication session streams the slot."}, func() float64 {
 		if live.Streaming() {
+			return 1
+		}
+		return 0
+	}))
+	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "standing_by",
+		Help: "1 while another process streams the slot and this one waits to take over (a standby instance)."}, func() float64 {
+		if live.StandingBy != nil && live.StandingBy() {
 			return 1
 		}
 		return 0

@@ -26,13 +26,16 @@ type live struct {
 	// backfilling is set while --backfill-where's rows are published,
 	// before streaming.
 	backfilling atomic.Bool
-	last        atomic.Uint64 // confirmed position of the last session
+	// standingBy is set while another process streams the slot.
+	standingBy atomic.Bool
+	last       atomic.Uint64 // confirmed position of the last session
 }
 
 func (l *live) begin(t *checkpoint.Tracker, s *replication.Stream) {
 	l.track.Store(t)
 	l.stream.Store(s)
 	l.streaming.Store(true)
+	l.standingBy.Store(false)
 }
 
 func (l *live) end() {
@@ -90,6 +93,12 @@ func (rd *readiness) check(ctx context.Context) error {
 			return fmt.Errorf("kafka: produce failing since %s, retrying: %s", since.UTC().Format(time.RFC3339), last)
 		}
 	}
+	return rd.kafkaReachable(ctx)
+}
+
+// kafkaReachable says whether a broker answers a metadata request, asked
+// at most once a second.
+func (rd *readiness) kafkaReachable(ctx context.Context) error {
 	rd.mu.Lock()
 	defer rd.mu.Unlock()
 	if time.Since(rd.at) > time.Second {

@@ -103,6 +103,7 @@ func New(cfg config.Config, opts ...Option) (*Relay, error) {
 	}
 	r.metrics, err = metrics.New(o.version, o.reg, metrics.Live{
 		InFlight: r.live.inFlight, Confirmed: r.live.confirmed, Received: r.live.received, Streaming: r.live.streaming.Load,
+		StandingBy: r.live.standingBy.Load,
 	})
 	if err != nil {
 		return nil, err
@@ -132,6 +133,17 @@ func (r *Relay) Run(ctx context.Context) error {
 // holds the slot, or Kafka unreachable. It is what `outbox-cdc run` answers
 // on /readyz.
 func (r *Relay) Ready(ctx context.Context) error { return r.ready.check(ctx) }
+
+// Probe is Ready, but with standbyOK an instance standing by (another
+// process streams the slot) whose brokers answer is ready as well: for an
+// orchestrator, a healthy standby is a replica working as intended, and
+// one that never became ready would stall rollouts and drains.
+func (r *Relay) Probe(ctx context.Context, standbyOK bool) error {
+	if standbyOK && r.live.standingBy.Load() {
+		return r.ready.kafkaReachable(ctx)
+	}
+	return r.ready.check(ctx)
+}
 
 // Target is the publication, slot and tables cfg names, each table with
 // the columns its topic template names.

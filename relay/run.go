@@ -87,12 +87,15 @@ func (r *Relay) run(ctx context.Context) error {
 			// A second instance: quiet, and quick to take over.
 			attempt = 0
 			wait = standbyPoll/2 + rand.N(standbyPoll/2+1)
+			r.live.standingBy.Store(true)
 			if !standby {
 				standby = true
 				log.Info("standing by: the slot is streamed by another process; taking over when it lets go",
 					slog.String("slot", cfg.Slot), slog.Any("err", err))
 			}
 		} else {
+			standby = false
+			r.live.standingBy.Store(false)
 			r.metrics.Reconnected()
 			wait = backoff(attempt)
 			log.Warn("stream interrupted, reconnecting", slog.Any("err", err), slog.Duration("in", wait))
@@ -102,7 +105,7 @@ func (r *Relay) run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		}
-		if start, err = prepare(ctx, cfg.PostgresURL, target, false); err != nil {
+		if start, err = r.prepareAgain(ctx, standby); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -133,6 +136,25 @@ func (r *Relay) warnSlot(ctx context.Context) {
 
 // standbyPoll is how often a standing-by instance tries the slot.
 const standbyPoll = 2 * time.Second
+
+// prepareAgain is prepare before a new session. A standing-by instance
+// also reads the slot's state for its metrics: while another process
+// streams the slot (or hangs holding it), the standby's lag and wal_status
+// are what an operator sees of it.
+func (r *Relay) prepareAgain(ctx context.Context, standingBy bool) (pglogrepl.LSN, error) {
+	conn, err := pgx.Connect(ctx, r.cfg.PostgresURL)
+	if err != nil {
+		return 0, fmt.Errorf("connect to postgres (%s): %w", PostgresHint(err), err)
+	}
+	defer conn.Close(context.Background())
+	start, err := replication.Prepare(ctx, conn, r.target, false)
+	if err == nil && standingBy {
+		if st, serr := replication.ReadSlotState(ctx, conn, r.target); serr == nil {
+			r.metrics.Slot(st)
+		}
+	}
+	return start, err
+}
 
 func prepare(ctx context.Context, url string, t replication.Target, createSlot bool) (pglogrepl.LSN, error) {
 	conn, err := pgx.Connect(ctx, url)

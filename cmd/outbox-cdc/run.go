@@ -32,7 +32,7 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		httpCtx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
 		defer stopHTTP() // after the drain: probes and metrics answer until the end
 		served.Go(func() {
-			if err := metrics.Serve(httpCtx, ln, reg, r.Ready, log); err != nil {
+			if err := metrics.Serve(httpCtx, ln, reg, r.Probe, log); err != nil {
 				log.Error("http server stopped", slog.Any("err", err))
 			}
 		})

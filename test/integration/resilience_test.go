@@ -226,6 +226,28 @@ func TestStandbyTakesOver(t *testing.T) {
 	if !second.running() {
 		t.Fatalf("the standby exited")
 	}
+	// What Kubernetes and Prometheus see of the two (deploy/): the standby
+	// live, not streaming (/readyz), a replica working as intended
+	// (/readyz?standby=ok), and standing by.
+	firstAddr, secondAddr := first.httpAddr(t), second.httpAddr(t)
+	standbyGauges := func(r string, addr string, streaming, standingBy float64) {
+		t.Helper()
+		m, _ := scrape(t, addr)
+		if m["outbox_cdc_streaming"] != streaming || m["outbox_cdc_standing_by"] != standingBy {
+			t.Errorf("%s: outbox_cdc_streaming %v, outbox_cdc_standing_by %v; want %v, %v", r, m["outbox_cdc_streaming"], m["outbox_cdc_standing_by"], streaming, standingBy)
+		}
+	}
+	standbyGauges("the first", firstAddr, 1, 0)
+	standbyGauges("the standby", secondAddr, 0, 1)
+	if code, _ := get(t, "http://"+secondAddr+"/healthz"); code != 200 {
+		t.Errorf("the standby's /healthz: %d, want 200", code)
+	}
+	if code, body := get(t, "http://"+secondAddr+"/readyz"); code != 503 {
+		t.Errorf("the standby's /readyz: %d %s, want 503", code, body)
+	}
+	if code, body := get(t, "http://"+secondAddr+"/readyz?standby=ok"); code != 200 {
+		t.Errorf("the standby's /readyz?standby=ok: %d %s, want 200", code, body)
+	}
 
 	killed := time.Now()
 	if err := first.cmd.Process.Kill(); err != nil {
@@ -239,6 +261,7 @@ func TestStandbyTakesOver(t *testing.T) {
 	if second.countLines("msg=streaming") != 1 {
 		t.Errorf("the standby did not start streaming")
 	}
+	standbyGauges("the standby, taken over", secondAddr, 1, 0)
 	t.Logf("standby took over: all events present %s after the first relay was killed; %d duplicates", took.Round(time.Millisecond), dups)
 }
 

@@ -1,7 +1,9 @@
 // Package packaging checks the files that ship outbox-cdc but that CI cannot
-// run, as no Docker engine is there: the Dockerfile and docker-compose.yml
-// are parsed and held against the binary's own flags, and the static build
-// the Dockerfile makes is made here without Docker and inspected.
+// run, as no Docker engine or Kubernetes cluster is there: the Dockerfile,
+// docker-compose.yml and deploy/kubernetes are parsed and held against the
+// binary's own flags, the static build the Dockerfile makes is made here
+// without Docker and inspected, and deploy/prometheus's alert rules are
+// unit-tested with promtool.
 package packaging
 
 import (
