@@ -27,7 +27,7 @@ import (
 // position; a failure before that is returned, so that a wrong URL or an
 // unready server is reported at once.
 func (r *Relay) run(ctx context.Context) error {
-	cfg, target, log := r.cfg, r.target, r.log
+	cfg, log := r.cfg, r.log
 	log.Info("starting", slog.String("version", r.version), slog.String("postgres", cfg.PostgresTarget()),
 		slog.String("kafka", strings.Join(cfg.KafkaBrokers, ",")), slog.String("tables", cfg.TableNames()),
 		slog.String("message_prefix", cfg.MessagePrefix),
@@ -64,7 +64,7 @@ func (r *Relay) run(ctx context.Context) error {
 	if r.backfilled() {
 		start, err = r.prepareBackfilled(ctx)
 	} else {
-		start, err = prepare(ctx, cfg.PostgresURL, target, true)
+		start, err = r.prepare(ctx, true, false)
 	}
 	if err != nil || ctx.Err() != nil {
 		return err
@@ -105,7 +105,7 @@ func (r *Relay) run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		}
-		if start, err = r.prepareAgain(ctx, standby); err != nil {
+		if start, err = r.prepare(ctx, false, standby); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -137,32 +137,24 @@ func (r *Relay) warnSlot(ctx context.Context) {
 // standbyPoll is how often a standing-by instance tries the slot.
 const standbyPoll = 2 * time.Second
 
-// prepareAgain is prepare before a new session. A standing-by instance
-// also reads the slot's state for its metrics: while another process
-// streams the slot (or hangs holding it), the standby's lag and wal_status
-// are what an operator sees of it.
-func (r *Relay) prepareAgain(ctx context.Context, standingBy bool) (pglogrepl.LSN, error) {
+// prepare readies the publication and the slot (creating the slot when
+// createSlot) and returns the slot's confirmed position. A standing-by
+// instance also reads the slot's state for its metrics: while another
+// process streams the slot (or hangs holding it), the standby's lag and
+// wal_status are what an operator sees of it.
+func (r *Relay) prepare(ctx context.Context, createSlot, standingBy bool) (pglogrepl.LSN, error) {
 	conn, err := pgx.Connect(ctx, r.cfg.PostgresURL)
 	if err != nil {
 		return 0, fmt.Errorf("connect to postgres (%s): %w", PostgresHint(err), err)
 	}
 	defer conn.Close(context.Background())
-	start, err := replication.Prepare(ctx, conn, r.target, false)
+	start, err := replication.Prepare(ctx, conn, r.target, createSlot)
 	if err == nil && standingBy {
 		if st, serr := replication.ReadSlotState(ctx, conn, r.target); serr == nil {
 			r.metrics.Slot(st)
 		}
 	}
 	return start, err
-}
-
-func prepare(ctx context.Context, url string, t replication.Target, createSlot bool) (pglogrepl.LSN, error) {
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		return 0, fmt.Errorf("connect to postgres (%s): %w", PostgresHint(err), err)
-	}
-	defer conn.Close(context.Background())
-	return replication.Prepare(ctx, conn, t, createSlot)
 }
 
 // retriable tells failures that a new session may mend (a lost connection, a

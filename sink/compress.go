@@ -5,9 +5,26 @@ import (
 	"sync"
 
 	"github.com/pierrec/lz4/v4"
+	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/compress"
 	kafkalz4 "github.com/segmentio/kafka-go/compress/lz4"
 )
+
+// Codec returns the compression codec called name (none, gzip, snappy, lz4,
+// zstd); anything else is none.
+func Codec(name string) kafka.Compression {
+	switch name {
+	case "gzip":
+		return kafka.Gzip
+	case "snappy":
+		return kafka.Snappy
+	case "lz4":
+		return kafka.Lz4
+	case "zstd":
+		return kafka.Zstd
+	}
+	return 0
+}
 
 // lz4Codec is kafka-go's lz4 codec writing 64 KiB blocks, as the Java
 // producer does, instead of pierrec/lz4's default 4 MiB: a writer then

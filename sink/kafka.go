@@ -143,22 +143,6 @@ const (
 	countTTL = time.Minute
 )
 
-// Codec returns the compression codec called name (none, gzip, snappy, lz4,
-// zstd); anything else is none.
-func Codec(name string) kafka.Compression {
-	switch name {
-	case "gzip":
-		return kafka.Gzip
-	case "snappy":
-		return kafka.Snappy
-	case "lz4":
-		return kafka.Lz4
-	case "zstd":
-		return kafka.Zstd
-	}
-	return 0
-}
-
 // DefaultMaxMessageBytes leaves room under the broker's default
 // max.message.bytes (1048588) for the record batch's own overhead.
 const DefaultMaxMessageBytes = 1_000_000
