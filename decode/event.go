@@ -46,6 +46,10 @@ func (h HeaderColumn) Name() string {
 type Table struct {
 	Schema, Name string
 	Columns      Columns
+	// OID identifies the table across ALTER TABLE … RENAME and SET SCHEMA:
+	// a Relation message with this id is this table whatever its name
+	// (0: unknown, matched by name alone).
+	OID uint32
 }
 
 // Qualified returns "schema.name".

@@ -41,11 +41,17 @@ func (d *Decoder) newRelation(m *pglogrepl.RelationMessage) *relation {
 	for _, c := range m.Columns {
 		r.columns = append(r.columns, *c)
 	}
-	i := slices.IndexFunc(d.tables, func(t Table) bool { return t.Schema == m.Namespace && t.Name == m.RelationName })
+	// By OID first: WAL decoded after a rename names the table anew, and
+	// WAL replayed from before it names it as it was.
+	i := slices.IndexFunc(d.tables, func(t Table) bool { return t.OID != 0 && t.OID == m.RelationID })
+	if i < 0 {
+		i = slices.IndexFunc(d.tables, func(t Table) bool { return t.Schema == m.Namespace && t.Name == m.RelationName })
+	}
 	if i < 0 {
 		return r
 	}
-	r.outbox, r.cols = true, d.tables[i].Columns
+	// Events name the table as configured, which routing and cleanup know.
+	r.outbox, r.cols, r.name = true, d.tables[i].Columns, d.tables[i].Qualified()
 	index := func(name string) int {
 		return slices.IndexFunc(r.columns, func(c pglogrepl.RelationMessageColumn) bool { return c.Name == name })
 	}

@@ -3,6 +3,7 @@ package metrics
 import (
 	"fmt"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -46,6 +47,50 @@ type Metrics struct {
 	slotActive   prometheus.Gauge
 	walStatus    *prometheus.GaugeVec
 	slotReadAt   prometheus.Gauge
+
+	topics topicLabels // the topic label's values
+}
+
+// DefaultTopicLabels is how many topics get series of their own by
+// default; see LimitTopics.
+const DefaultTopicLabels = 1000
+
+// OtherTopic is the topic label of every topic beyond the limit.
+const OtherTopic = "_other"
+
+// topicLabels bounds the values of the topic label: series are never
+// deleted, so each topic a row names would otherwise add series for the
+// life of the process. The first topics seen keep their own; the rest
+// share OtherTopic.
+type topicLabels struct {
+	mu    sync.Mutex
+	limit int
+	seen  map[string]struct{}
+}
+
+func (l *topicLabels) value(topic string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.seen[topic]; ok {
+		return topic
+	}
+	if len(l.seen) >= max(l.limit, DefaultTopicLabels) {
+		return OtherTopic
+	}
+	if l.seen == nil {
+		l.seen = map[string]struct{}{}
+	}
+	l.seen[topic] = struct{}{}
+	return topic
+}
+
+// LimitTopics lets n topics have series of their own, when n is above
+// DefaultTopicLabels (a --max-topics above it); the series of any further
+// topic are counted under OtherTopic.
+func (m *Metrics) LimitTopics(n int) {
+	m.topics.mu.Lock()
+	m.topics.limit = n
+	m.topics.mu.Unlock()
 }
 
 // walStatuses are the values of pg_replication_slots.wal_status.
@@ -68,9 +113,9 @@ func New(version string, reg prometheus.Registerer, live Live) (*Metrics, error)
 	m := &Metrics{}
 
 	m.published = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "events_published_total",
-		Help: "Events acknowledged by Kafka (acks=all), by topic. Dead letters are counted in outbox_cdc_events_dead_lettered_total instead."}, []string{"topic"})
+		Help: "Events acknowledged by Kafka (acks=all), by topic (beyond the first 1000 topics, or --max-topics, under topic=\"_other\"). Dead letters are counted in outbox_cdc_events_dead_lettered_total instead."}, []string{"topic"})
 	m.deadLettered = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "events_dead_lettered_total",
-		Help: "Outbox rows sent to the dead-letter topic, by reason (null_column, message_too_large, invalid_topic, …)."}, []string{"reason"})
+		Help: "Outbox rows sent to the dead-letter topic, by reason (null_column, message_too_large, invalid_topic, topic_not_allowed, topic_limit, …)."}, []string{"reason"})
 	m.publishErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "publish_errors_total",
 		Help: "Failed produce attempts, each retried or settled, by kind (a Kafka error name, timeout or network)."}, []string{"kind"})
 	m.latency = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "event_latency_seconds",
@@ -95,7 +140,7 @@ func New(version string, reg prometheus.Registerer, live Live) (*Metrics, error)
 	m.backfillDone = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "backfill_done_rows",
 		Help: "Backfilled rows acknowledged by Kafka (with every one before them), by outbox table."}, []string{"table"})
 	m.resized = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "partition_count_changes_total",
-		Help: "Times a topic's partition count was seen to change (events queued under the old count are delivered before keys are routed by the new one), by topic."}, []string{"topic"})
+		Help: "Times a topic's partition count was seen to change (events queued under the old count are delivered before keys are routed by the new one), by topic (as outbox_cdc_events_published_total's)."}, []string{"topic"})
 	m.slotLag = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "slot_lag_bytes",
 		Help: "WAL written since the slot's confirmed flush position (polled from pg_replication_slots)."})
 	m.slotRetained = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "slot_retained_wal_bytes",
@@ -144,7 +189,7 @@ func New(version string, reg prometheus.Registerer, live Live) (*Metrics, error)
 
 // Acked implements sink.Observer.
 func (m *Metrics) Acked(topic string, commits []time.Time) {
-	m.published.WithLabelValues(topic).Add(float64(len(commits)))
+	m.published.WithLabelValues(m.topics.value(topic)).Add(float64(len(commits)))
 	now := time.Now()
 	for _, c := range commits {
 		if !c.IsZero() {
@@ -167,7 +212,9 @@ func (m *Metrics) Sent(n int) { m.sentBytes.Add(float64(n)) }
 func (m *Metrics) DeadLettered(reason string) { m.deadLettered.WithLabelValues(reason).Inc() }
 
 // PartitionsChanged implements sink.Observer.
-func (m *Metrics) PartitionsChanged(topic string) { m.resized.WithLabelValues(topic).Inc() }
+func (m *Metrics) PartitionsChanged(topic string) {
+	m.resized.WithLabelValues(m.topics.value(topic)).Inc()
+}
 
 // ProduceFailed implements sink.Observer.
 func (m *Metrics) ProduceFailed(kind string) { m.publishErrors.WithLabelValues(kind).Inc() }

@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/outbox-cdc/outbox-cdc/checkpoint"
 	"github.com/outbox-cdc/outbox-cdc/decode"
 	"github.com/outbox-cdc/outbox-cdc/replication"
 )
@@ -19,15 +17,17 @@ import (
 // matching --backfill-where) before the slot streams: read in the slot's
 // exported snapshot, they are exactly the rows committed before the slot's
 // consistent point, and the slot streams exactly those committed after.
-// Progress is kept in replication.BackfillTable, so that a backfill cut
-// short resumes on restart (in a snapshot of its own: rows committed after
-// the slot may then be published twice, never lost) and one that finished
-// is not run again.
+// Progress is kept in replication.BackfillTable, with the snapshot the
+// backfill began in, so that a backfill cut short resumes on restart
+// reading exactly the rows that snapshot saw (in a snapshot of its own,
+// keeping only rows whose inserting transaction is visible in the first),
+// and one that finished is not run again.
 
 // backfillJob is one table to backfill.
 type backfillJob struct {
 	table decode.Table
-	where string
+	where replication.Predicate
+	order replication.Order // as configured; resolved when the backfill begins
 	state replication.BackfillState
 }
 
@@ -59,10 +59,15 @@ func (r *Relay) prepareBackfilled(ctx context.Context) (pglogrepl.LSN, error) {
 		if tc.BackfillWhere == "" {
 			continue
 		}
-		if err := replication.CheckPredicate(ctx, conn, r.target.Tables[i], tc.BackfillWhere); err != nil {
+		where, err := replication.CheckPredicate(ctx, conn, r.target.Tables[i], tc.BackfillWhere)
+		if err != nil {
 			return 0, err
 		}
-		jobs = append(jobs, backfillJob{table: r.target.Tables[i], where: tc.BackfillWhere})
+		order, err := replication.ParseOrder(tc.BackfillOrder)
+		if err != nil {
+			return 0, fmt.Errorf("%w: %s: %w", replication.ErrNotReady, r.target.Tables[i].Qualified(), err)
+		}
+		jobs = append(jobs, backfillJob{table: r.target.Tables[i], where: where, order: order})
 	}
 	store, err := replication.OpenBackfillStore(ctx, cfg.PostgresURL, cfg.Tables[0].Schema, cfg.Slot) // where status looks
 	if err != nil {
@@ -83,6 +88,15 @@ func (r *Relay) prepareBackfilled(ctx context.Context) (pglogrepl.LSN, error) {
 	}
 	var exported *replication.Exported
 	var due []backfillJob
+	if !exists || cfg.BackfillForce {
+		// The order is chosen before a slot pins WAL: a table whose order
+		// cannot follow commit order is refused here.
+		for i := range jobs {
+			if jobs[i].order, err = replication.ChooseOrder(ctx, conn, jobs[i].table, jobs[i].order); err != nil {
+				return 0, err
+			}
+		}
+	}
 	if !exists {
 		// Recorded before the slot exists: a crash from here on finds the
 		// backfill unfinished, and finishes it.
@@ -102,7 +116,8 @@ func (r *Relay) prepareBackfilled(ctx context.Context) (pglogrepl.LSN, error) {
 		log.Info("created the slot, exporting its snapshot for the backfill", slog.String("slot", cfg.Slot),
 			slog.String("consistent_point", exported.ConsistentPoint.String()))
 		for _, j := range jobs {
-			j.state = replication.BackfillState{Table: j.table.Qualified(), Phase: replication.BackfillRunning, ConsistentPoint: exported.ConsistentPoint}
+			j.state = replication.BackfillState{Table: j.table.Qualified(), Phase: replication.BackfillRunning,
+				ConsistentPoint: exported.ConsistentPoint, Order: j.order}
 			due = append(due, j)
 		}
 	} else {
@@ -111,8 +126,9 @@ func (r *Relay) prepareBackfilled(ctx context.Context) (pglogrepl.LSN, error) {
 			switch {
 			case cfg.BackfillForce:
 				log.Warn("--backfill-force: backfilling again on an existing slot; rows it also streams are published twice",
-					slog.String("table", j.table.Qualified()), slog.String("where", j.where))
-				j.state = replication.BackfillState{Table: j.table.Qualified(), Phase: replication.BackfillRunning, ConsistentPoint: st.ConsistentPoint}
+					slog.String("table", j.table.Qualified()), slog.String("where", j.where.String()))
+				j.state = replication.BackfillState{Table: j.table.Qualified(), Phase: replication.BackfillRunning,
+					ConsistentPoint: st.ConsistentPoint, Order: j.order}
 				due = append(due, j)
 			case !ok:
 				log.Info("--backfill-where: the slot exists and no backfill of it is recorded, so none runs (--backfill-force runs one)",
@@ -121,10 +137,10 @@ func (r *Relay) prepareBackfilled(ctx context.Context) (pglogrepl.LSN, error) {
 				log.Info("--backfill-where: the backfill was done before; nothing to do", slog.String("table", j.table.Qualified()),
 					slog.Int64("rows", st.Done), slog.Time("finished", st.Updated))
 			default:
-				log.Warn("resuming a backfill cut short, in a snapshot of its own: rows committed since the slot was created may be published twice",
-					slog.String("table", j.table.Qualified()), slog.Int64("done", st.Done), slog.Int64("total", st.Total))
-				j.state = st
-				j.state.Phase = replication.BackfillRunning
+				j.state, err = r.resumed(ctx, conn, j, st)
+				if err != nil {
+					return 0, err
+				}
 				due = append(due, j)
 			}
 		}
@@ -141,11 +157,21 @@ func (r *Relay) prepareBackfilled(ctx context.Context) (pglogrepl.LSN, error) {
 		defer snap.Close()
 		if exported != nil {
 			exported.Close() // the reading transaction holds the snapshot now
+			current, err := snap.Current(ctx)
+			if err != nil {
+				return 0, err
+			}
+			for i := range due { // recorded at once: a resume reads what this snapshot saw
+				due[i].state.Snapshot = current
+				if err := store.Save(ctx, due[i].state); err != nil {
+					return 0, err
+				}
+			}
 		}
 		r.live.backfilling.Store(true)
 		defer r.live.backfilling.Store(false)
 		for _, j := range due {
-			if err := r.backfillTable(ctx, snap, store, j); err != nil || ctx.Err() != nil {
+			if err := r.backfillTable(ctx, snap, store, j, exported != nil); err != nil || ctx.Err() != nil {
 				return 0, err
 			}
 		}
@@ -153,12 +179,53 @@ func (r *Relay) prepareBackfilled(ctx context.Context) (pglogrepl.LSN, error) {
 	return replication.Prepare(ctx, conn, r.target, false)
 }
 
+// resumed is the state a backfill cut short resumes from. A record of an
+// earlier version has no order (it ordered by the timestamp column when
+// the table had one) and no snapshot (rows committed since the slot was
+// created are then read too, and published twice).
+func (r *Relay) resumed(ctx context.Context, conn *pgx.Conn, j backfillJob, st replication.BackfillState) (replication.BackfillState, error) {
+	st.Phase = replication.BackfillRunning
+	if st.Order == "" && st.After == nil { // cut short before its first row
+		order, err := replication.ChooseOrder(ctx, conn, j.table, j.order)
+		if err != nil {
+			return st, err
+		}
+		st.Order = order
+	}
+	if st.Order == "" {
+		legacy := replication.OrderID
+		if len(st.After.Values) == 2 {
+			if _, err := replication.ChooseOrder(ctx, conn, j.table, replication.OrderTimestamp); err == nil {
+				legacy = replication.OrderTimestamp
+			}
+		}
+		st.Order = legacy
+		if st.After != nil && legacy == replication.OrderID {
+			st.After = &replication.Key{Values: st.After.Values[1:]}
+		}
+	}
+	if st.Snapshot == "" {
+		r.log.Warn("resuming a backfill whose first snapshot was not recorded (cut short before its first row, or recorded by an earlier version), in a snapshot of its own: rows committed since the slot was created may be published twice",
+			slog.String("table", j.table.Qualified()), slog.Int64("done", st.Done), slog.Int64("total", st.Total))
+	} else {
+		r.log.Info("resuming a backfill cut short, reading only the rows its first snapshot saw",
+			slog.String("table", j.table.Qualified()), slog.Int64("done", st.Done), slog.Int64("total", st.Total),
+			slog.String("order", string(st.Order)))
+	}
+	return st, nil
+}
+
 // backfillTable publishes j's rows in snap, in order, and records its
-// progress: the last row acknowledged with every one before it.
-func (r *Relay) backfillTable(ctx context.Context, snap *replication.Snapshot, store *replication.BackfillStore, j backfillJob) error {
-	cfg, log := r.cfg, r.log
+// progress: the last row acknowledged with every one before it. inExported
+// says snap is the snapshot the backfill began in; otherwise only rows
+// visible in that one (j.state.Snapshot) are read.
+func (r *Relay) backfillTable(ctx context.Context, snap *replication.Snapshot, store *replication.BackfillStore, j backfillJob, inExported bool) error {
 	st := j.state
-	remaining, err := snap.Count(ctx, j.table, j.where)
+	read := &replication.Read{Table: j.table, Where: j.where, Order: st.Order, After: st.After}
+	if !inExported {
+		read.Snapshot = st.Snapshot
+	}
+	remaining, err := snap.Count(ctx, read)
 	if err != nil {
 		return err
 	}
@@ -168,93 +235,31 @@ func (r *Relay) backfillTable(ctx context.Context, snap *replication.Snapshot, s
 	if err := store.Save(ctx, st); err != nil {
 		return err
 	}
-	log.Info("backfilling", slog.String("table", j.table.Qualified()), slog.String("where", j.where), slog.Int64("rows", remaining))
-
-	// Each row is a transaction of its own, ending at a position that
-	// counts rows: the tracker's confirmed position says how many are
-	// acknowledged, every one before them too.
-	const base = pglogrepl.LSN(1)
-	track := checkpoint.New(base, cfg.MaxInFlight, cfg.MaxInFlightBytes)
-	pub, err := r.newPublisher(ctx, track)
+	r.log.Info("backfilling", slog.String("table", j.table.Qualified()), slog.String("where", j.where.String()),
+		slog.String("order", string(st.Order)), slog.Int64("rows", remaining))
+	f, err := r.newFeed(ctx, store, st)
 	if err != nil {
 		return err
 	}
-	dec := decode.New(r.target.Tables...)
-	p := &pipeline{track: track, pub: pub.writer, clean: pub.cleaner}
-	keys := map[uint64]replication.Key{} // of rows handed over and not yet recorded
-	var handed, recorded uint64
-	startDone, began := st.Done, time.Now()
-	record := func(ctx context.Context) error {
-		acked := uint64(track.Confirmed() - base)
-		if acked == recorded {
-			return nil
-		}
-		k := keys[acked-1]
-		for i := recorded; i < acked; i++ {
-			delete(keys, i)
-		}
-		recorded = acked
-		st.Done, st.After = startDone+int64(acked), &k
-		r.metrics.Backfill(st.Table, st.Total, st.Done)
-		return store.Save(ctx, st)
-	}
-	at := time.Now()
-	var rows *decode.RowDecoder
-	lastLog := time.Now()
-	readErr := snap.Rows(ctx, j.table, j.where, j.state.After, func(rel *pglogrepl.RelationMessage, values [][]byte, key replication.Key) error {
+	// A publish failure ends the read at once, even while it waits for
+	// room in the window: the window never frees past a failed event.
+	readCtx, stopReading := context.WithCancelCause(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
 		select {
-		case err := <-pub.failed:
-			return err
-		default:
+		case err := <-f.pub.failed:
+			stopReading(err)
+		case <-readCtx.Done():
 		}
-		if rows == nil {
-			rows = dec.Rows(rel)
-		}
-		track.Begin()
-		ev, err := rows.Event(values, st.ConsistentPoint, at)
-		var rowErr *decode.InvalidRowError
-		switch {
-		case errors.As(err, &rowErr):
-			p.pending = &pendingEvent{invalid: rowErr}
-		case err != nil:
-			return err
-		default:
-			p.pending = &pendingEvent{ev: ev}
-		}
-		if err := p.hand(ctx); err != nil {
-			return err
-		}
-		keys[handed] = key
-		handed++
-		track.Commit(base + pglogrepl.LSN(handed))
-		if time.Since(lastLog) >= 5*time.Second {
-			lastLog = time.Now()
-			if err := record(ctx); err != nil {
-				return err
-			}
-			log.Info("backfill progress", slog.String("table", st.Table), slog.Int64("done", st.Done), slog.Int64("total", st.Total),
-				slog.Float64("rows_per_second", float64(st.Done-startDone)/time.Since(began).Seconds()))
-		}
-		return nil
+	}()
+	readErr := snap.Rows(readCtx, read, func(rel *pglogrepl.RelationMessage, values [][]byte, key replication.Key) error {
+		return f.row(readCtx, rel, values, key)
 	})
-	drainCtx, cancel := context.WithTimeout(context.Background(), cfg.DrainTimeout)
-	defer cancel()
-	closeErr := pub.close(drainCtx)
-	if err := record(drainCtx); err != nil {
-		closeErr = errors.Join(closeErr, err)
+	stopReading(nil)
+	<-watched
+	if cause := context.Cause(readCtx); ctx.Err() == nil && cause != nil && !errors.Is(cause, context.Canceled) {
+		readErr = cause // the publish failure, not the interrupted read it caused
 	}
-	if ctx.Err() != nil {
-		log.Info("backfill stopped; a restart resumes it", slog.String("table", st.Table), slog.Int64("done", st.Done), slog.Int64("total", st.Total))
-		return nil
-	}
-	if readErr != nil || closeErr != nil || recorded != handed {
-		return fmt.Errorf("backfill of %s: %d of %d rows acknowledged: %w", st.Table, recorded, handed, errors.Join(readErr, closeErr))
-	}
-	st.Phase = replication.BackfillDone
-	if err := store.Save(drainCtx, st); err != nil {
-		return err
-	}
-	log.Info("backfill done", slog.String("table", st.Table), slog.Int64("rows", st.Done-startDone),
-		slog.Duration("took", time.Since(began).Round(time.Millisecond)))
-	return nil
+	return f.finish(ctx, readErr)
 }

@@ -23,7 +23,8 @@ type publisher struct {
 	cleaning     sync.WaitGroup
 }
 
-func (r *Relay) newPublisher(ctx context.Context, track *checkpoint.Tracker) (*publisher, error) {
+// hold, when set, may delay each produce request (see stallGuard).
+func (r *Relay) newPublisher(ctx context.Context, track *checkpoint.Tracker, hold func(context.Context)) (*publisher, error) {
 	cfg := r.cfg
 	p := &publisher{failed: make(chan error, 1)}
 	ack := func(seq uint64) { track.Ack(checkpoint.Seq(seq)) }
@@ -43,7 +44,7 @@ func (r *Relay) newPublisher(ctx context.Context, track *checkpoint.Tracker) (*p
 		MaxMessageBytes: cfg.MaxMessageBytes, CreateTopics: cfg.CreateTopics, TopicSpec: TopicSpec(cfg),
 		AutoCreateTopics: cfg.AutoCreateTopics, MetadataMaxAge: cfg.MetadataMaxAge, MissingTopicTimeout: cfg.MissingTopicTimeout,
 		DeadLetterTopic: dlq, Envelope: cfg.Envelope, CloudEventsSource: cfg.CloudEventsSource, MetadataHeaders: cfg.MetadataHeaders,
-		Security: r.security, Observer: r.metrics, Logger: r.log,
+		Security: r.security, Observer: r.metrics, Logger: r.log, Hold: hold,
 	}, func(token uint64, reason string, err error) {
 		switch {
 		case err != nil:

@@ -77,22 +77,30 @@ func New(cfg config.Config, opts ...Option) (*Relay, error) {
 	}
 	r := &Relay{cfg: cfg, target: Target(cfg), log: o.log, topics: map[string]sink.Topic{}, version: o.version}
 	var err error
+	limit := sink.NewTopicLimit(cfg.MaxTopics, o.log) // one for every session and the backfill
 	for _, t := range cfg.Tables {
 		topic, err := sink.ParseTopic(t.Topic)
 		if err == nil {
 			topic, err = topic.Rewrite(t.TopicRegex, t.TopicReplacement)
 		}
+		if err == nil {
+			topic, err = topic.Allow(t.TopicAllow)
+		}
 		if err != nil {
 			return nil, &config.UsageError{Msg: fmt.Sprintf("--topic (table %s): %v", t.Qualified(), err)}
 		}
-		r.topics[t.Qualified()] = topic.WithSpec(topicSpec(t.Partitions, t.ReplicationFactor, t.TopicConfigs))
+		r.topics[t.Qualified()] = topic.WithSpec(topicSpec(t.Partitions, t.ReplicationFactor, t.TopicConfigs)).Limit(limit)
 	}
 	if r.topic, err = sink.ParseTopic(cfg.Topic); err == nil {
 		r.topic, err = r.topic.Rewrite(cfg.TopicRegex, cfg.TopicReplacement)
 	}
+	if err == nil {
+		r.topic, err = r.topic.Allow(cfg.TopicAllow)
+	}
 	if err != nil {
 		return nil, &config.UsageError{Msg: fmt.Sprintf("--topic: %v", err)}
 	}
+	r.topic = r.topic.Limit(limit)
 	if cfg.OnInvalid == config.OnInvalidDLQ {
 		if err := sink.ValidateTopicName(cfg.DeadLetterTopic); err != nil {
 			return nil, &config.UsageError{Msg: fmt.Sprintf("--dlq-topic: %v", err)}
@@ -108,6 +116,7 @@ func New(cfg config.Config, opts ...Option) (*Relay, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.metrics.LimitTopics(cfg.MaxTopics)
 	r.ready = &readiness{r: r}
 	return r, nil
 }

@@ -3,11 +3,13 @@ package relay
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/outbox-cdc/outbox-cdc/checkpoint"
 	"github.com/outbox-cdc/outbox-cdc/decode"
@@ -17,12 +19,24 @@ import (
 // session is one replication connection and one Kafka writer, from start to
 // the first failure or to ctx's end. It reports whether streaming began.
 func (r *Relay) session(ctx context.Context, start pglogrepl.LSN) (bool, error) {
-	cfg, target, log := r.cfg, r.target, r.log
+	cfg, log := r.cfg, r.log
 	if start == 0 {
 		return false, errors.New("slot position unknown")
 	}
+	target, err := r.withOIDs(ctx)
+	if err != nil {
+		return false, err
+	}
 	track := checkpoint.New(start, cfg.MaxInFlight, cfg.MaxInFlightBytes)
-	pub, err := r.newPublisher(ctx, track)
+	// After a stall, requests wait until the stream has had the time to
+	// find its connection gone (see stallGuard).
+	guard := newStallGuard()
+	guardCtx, stopGuard := context.WithCancel(context.WithoutCancel(ctx))
+	var guarding sync.WaitGroup
+	guarding.Go(func() { guard.run(guardCtx) })
+	defer guarding.Wait()
+	defer stopGuard()
+	pub, err := r.newPublisher(ctx, track, guard.hold)
 	if err != nil {
 		return false, err
 	}
@@ -69,6 +83,10 @@ func (r *Relay) session(ctx context.Context, start pglogrepl.LSN) (bool, error) 
 		}
 	})
 	runErr := stream.Run(readCtx, p.handle)
+	// The stream ended of itself: the replication connection is gone (or
+	// the server ended it), so nothing more can be confirmed on it, and the
+	// slot may be another instance's already.
+	lost := runErr != nil && readCtx.Err() == nil
 	r.live.streaming.Store(false)
 	stopReading(runErr)
 	<-watched
@@ -84,8 +102,17 @@ func (r *Relay) session(ctx context.Context, start pglogrepl.LSN) (bool, error) 
 	drainCtx, cancel := context.WithTimeout(context.Background(), cfg.DrainTimeout)
 	defer cancel()
 	events, bytes := track.InFlight()
-	if ctx.Err() != nil {
+	switch {
+	case ctx.Err() != nil:
 		log.Info("draining", slog.Int("events", events), slog.Int64("bytes", bytes), slog.Duration("timeout", cfg.DrainTimeout))
+	case lost:
+		// Publishing what is queued, or retrying what is out, would only
+		// publish twice what the slot replays to whoever streams it next.
+		if events > 0 {
+			log.Warn("replication connection lost: events not yet acknowledged are abandoned, not sent; the slot replays them",
+				slog.Int("events", events))
+		}
+		cancel()
 	}
 	closeErr := pub.close(drainCtx)
 	if events, _ := track.InFlight(); events > 0 && ctx.Err() != nil {
@@ -96,4 +123,15 @@ func (r *Relay) session(ctx context.Context, start pglogrepl.LSN) (bool, error) 
 		runErr = closeErr
 	}
 	return true, runErr
+}
+
+// withOIDs is the target with its tables' OIDs, which the decoder follows
+// through a rename.
+func (r *Relay) withOIDs(ctx context.Context) (replication.Target, error) {
+	conn, err := pgx.Connect(ctx, r.cfg.PostgresURL)
+	if err != nil {
+		return r.target, fmt.Errorf("connect to postgres (%s): %w", PostgresHint(err), err)
+	}
+	defer conn.Close(context.Background())
+	return replication.WithOIDs(ctx, conn, r.target)
 }

@@ -31,6 +31,14 @@ type BackfillState struct {
 	Total, Done     int64 // rows matching, rows acknowledged (in order)
 	After           *Key  // the last row acknowledged with every one before it
 	Updated         time.Time
+	// Order is the order rows are read in; empty in a record of an
+	// earlier version, which ordered by the timestamp column when the
+	// table had one, else by id.
+	Order Order
+	// Snapshot is the exported snapshot the backfill began in
+	// (pg_snapshot's text form): a resume reads only the rows visible in
+	// it. Empty in a record of an earlier version.
+	Snapshot string
 }
 
 // BackfillStore reads and writes the progress of slot's backfills.
@@ -47,18 +55,22 @@ func OpenBackfillStore(ctx context.Context, url, schema, slot string) (*Backfill
 		return nil, fmt.Errorf("connect to postgres: %w", err)
 	}
 	s := &BackfillStore{conn: conn, name: pgx.Identifier{schema, BackfillTable}.Sanitize(), slot: slot}
-	var exists bool
-	if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, s.name).Scan(&exists); err != nil {
+	var exists, current bool
+	if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL, (SELECT count(*) = 3 FROM pg_attribute
+		WHERE attrelid = to_regclass($1) AND attname IN ('order_by', 'snapshot', 'after_key') AND NOT attisdropped)`, s.name).Scan(&exists, &current); err != nil {
 		conn.Close(context.Background())
 		return nil, fmt.Errorf("look for %s: %w", s.name, err)
 	}
-	if !exists {
+	switch {
+	case !exists:
 		_, err = conn.Exec(ctx, BackfillTableSQL(schema))
+	case !current:
+		_, err = conn.Exec(ctx, backfillColumnsSQL(s.name))
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "42501" {
 		conn.Close(context.Background())
-		return nil, fmt.Errorf("%w: the role may not create %s, where --backfill-where keeps its progress; run outbox-cdc setup --backfill-where … --role … as the tables' owner", ErrNotReady, s.name)
+		return nil, fmt.Errorf("%w: the role may not create or upgrade %s, where --backfill-where keeps its progress; run outbox-cdc setup --backfill-where … --role … as the tables' owner", ErrNotReady, s.name)
 	}
 	if err != nil {
 		conn.Close(context.Background())
@@ -72,7 +84,15 @@ func BackfillTableSQL(schema string) string {
 	return `CREATE TABLE IF NOT EXISTS ` + pgx.Identifier{schema, BackfillTable}.Sanitize() + ` (
 		slot text NOT NULL, outbox_table text NOT NULL, phase text NOT NULL, consistent_point pg_lsn,
 		total bigint NOT NULL DEFAULT 0, done bigint NOT NULL DEFAULT 0, after_time text, after_id text,
-		updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (slot, outbox_table))`
+		updated_at timestamptz NOT NULL DEFAULT now(), order_by text, snapshot text, after_key text[],
+		PRIMARY KEY (slot, outbox_table))`
+}
+
+// backfillColumnsSQL adds to a progress table made by an earlier version
+// the columns this one records (the order, the snapshot, the resume key).
+func backfillColumnsSQL(name string) string {
+	return `ALTER TABLE ` + name + ` ADD COLUMN IF NOT EXISTS order_by text, ADD COLUMN IF NOT EXISTS snapshot text,
+		ADD COLUMN IF NOT EXISTS after_key text[]`
 }
 
 // Close closes the store's connection.
@@ -84,24 +104,36 @@ func (s *BackfillStore) Load(ctx context.Context) (map[string]BackfillState, err
 }
 
 func loadBackfills(ctx context.Context, conn *pgx.Conn, name, slot string) (map[string]BackfillState, error) {
-	rows, err := conn.Query(ctx, `SELECT outbox_table, phase, coalesce(consistent_point::text, ''), total, done, after_time, after_id, updated_at
-		FROM `+name+` WHERE slot = $1`, slot)
+	rows, err := conn.Query(ctx, `SELECT outbox_table, phase, coalesce(consistent_point::text, ''), total, done, after_time, after_id, updated_at,
+		to_jsonb(b) ->> 'order_by', to_jsonb(b) ->> 'snapshot', to_jsonb(b) -> 'after_key'
+		FROM `+name+` b WHERE slot = $1`, slot)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", name, err)
 	}
 	out := map[string]BackfillState{}
 	var st BackfillState
 	var lsn string
-	var afterTime, afterID *string
-	_, err = pgx.ForEachRow(rows, []any{&st.Table, &st.Phase, &lsn, &st.Total, &st.Done, &afterTime, &afterID, &st.Updated}, func() error {
-		st.ConsistentPoint, st.After = 0, nil
+	var afterTime, afterID, order, snapshot *string
+	var afterKey []*string
+	_, err = pgx.ForEachRow(rows, []any{&st.Table, &st.Phase, &lsn, &st.Total, &st.Done, &afterTime, &afterID, &st.Updated,
+		&order, &snapshot, &afterKey}, func() error {
+		st.ConsistentPoint, st.After, st.Order, st.Snapshot = 0, nil, "", ""
 		if lsn != "" {
 			st.ConsistentPoint, _ = pglogrepl.ParseLSN(lsn)
 		}
-		if afterID != nil {
-			st.After = &Key{ID: *afterID}
-			if afterTime != nil {
-				st.After.Time = *afterTime
+		if order != nil {
+			st.Order = Order(*order)
+		}
+		if snapshot != nil {
+			st.Snapshot = *snapshot
+		}
+		switch {
+		case afterKey != nil:
+			st.After = &Key{Values: afterKey}
+		case afterID != nil: // an earlier version's record: timestamp ('' for NULL) and id
+			st.After = &Key{Values: []*string{afterTime, afterID}}
+			if afterTime != nil && *afterTime == "" {
+				st.After.Values[0] = nil
 			}
 		}
 		out[st.Table] = st
@@ -115,19 +147,28 @@ func loadBackfills(ctx context.Context, conn *pgx.Conn, name, slot string) (map[
 
 // Save records st.
 func (s *BackfillStore) Save(ctx context.Context, st BackfillState) error {
-	var lsn, afterTime, afterID *string
+	var lsn, order, snapshot *string
+	var afterKey []*string
 	if st.ConsistentPoint != 0 {
 		v := st.ConsistentPoint.String()
 		lsn = &v
 	}
-	if st.After != nil {
-		afterTime, afterID = &st.After.Time, &st.After.ID
+	if st.Order != "" {
+		order = (*string)(&st.Order)
 	}
-	_, err := s.conn.Exec(ctx, `INSERT INTO `+s.name+` (slot, outbox_table, phase, consistent_point, total, done, after_time, after_id, updated_at)
-		VALUES ($1, $2, $3, $4::text::pg_lsn, $5, $6, $7, $8, now())
+	if st.Snapshot != "" {
+		snapshot = &st.Snapshot
+	}
+	if st.After != nil {
+		afterKey = st.After.Values
+	}
+	_, err := s.conn.Exec(ctx, `INSERT INTO `+s.name+` (slot, outbox_table, phase, consistent_point, total, done, after_time, after_id,
+			order_by, snapshot, after_key, updated_at)
+		VALUES ($1, $2, $3, $4::text::pg_lsn, $5, $6, NULL, NULL, $7, $8, $9, now())
 		ON CONFLICT (slot, outbox_table) DO UPDATE SET phase = excluded.phase, consistent_point = excluded.consistent_point,
-			total = excluded.total, done = excluded.done, after_time = excluded.after_time, after_id = excluded.after_id, updated_at = now()`,
-		s.slot, st.Table, st.Phase, lsn, st.Total, st.Done, afterTime, afterID)
+			total = excluded.total, done = excluded.done, after_time = NULL, after_id = NULL, order_by = excluded.order_by,
+			snapshot = excluded.snapshot, after_key = excluded.after_key, updated_at = now()`,
+		s.slot, st.Table, st.Phase, lsn, st.Total, st.Done, order, snapshot, afterKey)
 	if err != nil {
 		return fmt.Errorf("record the backfill of %s: %w", st.Table, err)
 	}

@@ -129,12 +129,37 @@ func Prepare(ctx context.Context, conn *pgx.Conn, t Target, createSlot bool) (pg
 	return ensureSlot(ctx, conn, t, createSlot)
 }
 
+// MinServerVersion is the oldest PostgreSQL (as server_version_num)
+// outbox-cdc streams from: it asks pgoutput for logical decoding messages
+// (its heartbeats, and events emitted as messages), an option PostgreSQL 14
+// added; 13 refuses START_REPLICATION with it.
+const MinServerVersion = 140000
+
+// UnsupportedVersion says why outbox-cdc cannot stream from a server whose
+// server_version_num is v, or "" when it can.
+func UnsupportedVersion(v int) string {
+	if v >= MinServerVersion {
+		return ""
+	}
+	major := fmt.Sprint(v / 10000)
+	if v < 100000 { // 9.6 and older: two numbers name a major version
+		major = fmt.Sprintf("%d.%d", v/10000, v/100%100)
+	}
+	return fmt.Sprintf("PostgreSQL %s is not supported: outbox-cdc needs PostgreSQL %d or newer (pgoutput's messages option, which it uses, arrived in %d)",
+		major, MinServerVersion/10000, MinServerVersion/10000)
+}
+
 func checkServer(ctx context.Context, conn *pgx.Conn) error {
+	var version int
 	var walLevel string
 	var canReplicate bool
-	err := conn.QueryRow(ctx, `SELECT current_setting('wal_level'), rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user`).Scan(&walLevel, &canReplicate)
+	err := conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int, current_setting('wal_level'), rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user`).
+		Scan(&version, &walLevel, &canReplicate)
 	if err != nil {
-		return fmt.Errorf("read wal_level and role attributes: %w", err)
+		return fmt.Errorf("read the server version, wal_level and role attributes: %w", err)
+	}
+	if why := UnsupportedVersion(version); why != "" {
+		return fmt.Errorf("%w: %s", ErrNotReady, why)
 	}
 	if walLevel != "logical" {
 		return fmt.Errorf("%w: wal_level is %q; set wal_level = logical in postgresql.conf (or ALTER SYSTEM SET wal_level = logical) and restart Postgres", ErrNotReady, walLevel)
@@ -342,6 +367,7 @@ func SetupSQL(ctx context.Context, conn *pgx.Conn, t Target, role string, privil
 		}
 		if backfill && len(t.Tables) > 0 {
 			out = append(out, BackfillTableSQL(t.Tables[0].Schema)+";",
+				backfillColumnsSQL(pgx.Identifier{t.Tables[0].Schema, BackfillTable}.Sanitize())+";",
 				fmt.Sprintf("GRANT SELECT, INSERT, UPDATE ON %s TO %s;", pgx.Identifier{t.Tables[0].Schema, BackfillTable}.Sanitize(), r))
 		}
 	}

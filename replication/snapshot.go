@@ -2,7 +2,6 @@ package replication
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -76,6 +75,7 @@ func OpenSnapshot(ctx context.Context, url, exported string) (*Snapshot, error) 
 	pc.RuntimeParams["bytea_output"] = "hex"
 	pc.RuntimeParams["extra_float_digits"] = "3"
 	pc.RuntimeParams["application_name"] = "outbox-cdc backfill"
+	pc.RuntimeParams["standard_conforming_strings"] = "on" // as CheckPredicate judged the predicate
 	conn, err := pgx.ConnectConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("connect to postgres: %w", err)
@@ -97,80 +97,131 @@ func OpenSnapshot(ctx context.Context, url, exported string) (*Snapshot, error) 
 // Close ends the transaction (it changed nothing) and the connection.
 func (s *Snapshot) Close() { s.conn.Close(context.Background()) }
 
-// Key is where a row stands in the backfill's order: the text forms of its
-// timestamp column (empty without one) and its id.
-type Key struct{ Time, ID string }
+// Key is where a row stands in a backfill's order: the text forms of its
+// order's expressions (Order.exprs), nil for NULL.
+type Key struct{ Values []*string }
 
-// Count counts tb's rows matching where.
-func (s *Snapshot) Count(ctx context.Context, tb decode.Table, where string) (int64, error) {
+// Current returns the snapshot the reading transaction sees, in
+// pg_snapshot's text form: recorded with a backfill, so that a resume in
+// a snapshot of its own reads exactly the rows this one saw.
+func (s *Snapshot) Current(ctx context.Context) (string, error) {
+	var snap string
+	if err := s.conn.QueryRow(ctx, "SELECT pg_current_snapshot()::text").Scan(&snap); err != nil {
+		return "", fmt.Errorf("read the backfill's snapshot: %w", err)
+	}
+	return snap, nil
+}
+
+// Read is what Count and Rows select: a table's rows matching a checked
+// predicate, and, for a resume, visible in the snapshot the backfill began
+// in (pg_snapshot text; "" when unknown or when reading in that snapshot).
+type Read struct {
+	Table     decode.Table
+	Where     Predicate
+	Order     Order
+	Snapshot  string
+	After     *Key // resume after this row (nil: from the first)
+	types     map[string]string
+	exprs     []orderExpr
+	condition string
+	args      []any
+}
+
+// prepare resolves r's column types and builds its condition and arguments.
+func (r *Read) prepare(ctx context.Context, conn *pgx.Conn) error {
+	if r.types != nil {
+		return nil
+	}
+	types, err := columnTypes(ctx, conn, r.Table)
+	if err != nil {
+		return err
+	}
+	r.types = types
+	if r.exprs, err = r.Order.exprs(r.Table, types); err != nil {
+		return err
+	}
+	r.condition = "(" + r.Where.expr + ")"
+	if r.Snapshot != "" {
+		r.args = append(r.args, r.Snapshot)
+		r.condition += fmt.Sprintf(" AND %s", visibleIn(len(r.args)))
+	}
+	if r.After != nil {
+		if len(r.After.Values) != len(r.exprs) {
+			return fmt.Errorf("backfill of %s: the recorded resume key has %d values, the order %q %d", quoted(r.Table), len(r.After.Values), r.Order, len(r.exprs))
+		}
+		r.condition += " AND " + after(r.exprs, r.After.Values, &r.args)
+	}
+	return nil
+}
+
+// Count counts r's rows, under a statement timeout.
+func (s *Snapshot) Count(ctx context.Context, r *Read) (int64, error) {
+	if err := r.prepare(ctx, s.conn); err != nil {
+		return 0, err
+	}
+	if _, err := s.conn.Exec(ctx, "SET LOCAL statement_timeout = '"+countTimeout+"'"); err != nil {
+		return 0, fmt.Errorf("count rows of %s: %w", quoted(r.Table), err)
+	}
 	var n int64
-	if err := s.conn.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM %s WHERE (%s)", quoted(tb), where)).Scan(&n); err != nil {
-		return 0, fmt.Errorf("count rows of %s where %s: %w", quoted(tb), where, err)
+	sql := fmt.Sprintf("SELECT count(*) FROM %s WHERE %s", quoted(r.Table), r.condition)
+	err := s.conn.QueryRow(ctx, sql, append([]any{pgx.QueryExecModeExec}, r.args...)...).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count rows of %s where %s: %w", quoted(r.Table), r.Where.expr, err)
+	}
+	// Reading rows lasts as long as the backfill: no timeout there.
+	if _, err := s.conn.Exec(ctx, "SET LOCAL statement_timeout = 0"); err != nil {
+		return 0, fmt.Errorf("count rows of %s: %w", quoted(r.Table), err)
 	}
 	return n, nil
 }
 
-// Rows reads tb's rows matching where, after after (nil: from the first),
-// ordered by the timestamp column (when tb has one) and then the id, and
-// hands each to fn with the relation its values follow. fn's values are
-// valid only during the call.
-func (s *Snapshot) Rows(ctx context.Context, tb decode.Table, where string, after *Key,
-	fn func(rel *pglogrepl.RelationMessage, values [][]byte, key Key) error) error {
-	types, err := columnTypes(ctx, s.conn, tb)
-	if err != nil {
+// countTimeout bounds the backfill's count of its rows.
+const countTimeout = "10min"
+
+// Rows reads r's rows in r's order and hands each to fn with the relation
+// its values follow and its key. fn's values are valid only during the call.
+func (s *Snapshot) Rows(ctx context.Context, r *Read, fn func(rel *pglogrepl.RelationMessage, values [][]byte, key Key) error) error {
+	if err := r.prepare(ctx, s.conn); err != nil {
 		return err
 	}
-	id, ts := tb.Columns.ID, tb.Columns.Timestamp
-	if _, ok := types[ts]; !ok {
-		ts = ""
+	order := make([]string, len(r.exprs))
+	keys := make([]string, len(r.exprs))
+	for i, e := range r.exprs {
+		order[i] = e.sql + " NULLS FIRST"
+		keys[i] = fmt.Sprintf("(%s)::text AS outbox_cdc_key_%d", e.sql, i) // named apart from the table's columns, which ORDER BY names
 	}
-	order := pgx.Identifier{id}.Sanitize()
-	var args []any
-	cond := "(" + where + ")"
-	if ts != "" {
-		order = pgx.Identifier{ts}.Sanitize() + ", " + order
-	}
-	if after != nil {
-		if ts != "" {
-			cond += fmt.Sprintf(" AND (%s, %s) > ($1::text::%s, $2::text::%s)", pgx.Identifier{ts}.Sanitize(), pgx.Identifier{id}.Sanitize(), types[ts], types[id])
-			args = append(args, after.Time, after.ID)
-		} else {
-			cond += fmt.Sprintf(" AND %s > $1::text::%s", pgx.Identifier{id}.Sanitize(), types[id])
-			args = append(args, after.ID)
-		}
-	}
-	sql := fmt.Sprintf("SELECT * FROM %s WHERE %s ORDER BY %s", quoted(tb), cond, order)
-	rows, err := s.conn.Query(ctx, sql, append([]any{pgx.QueryResultFormats{pgx.TextFormatCode}}, args...)...)
+	sql := fmt.Sprintf("SELECT *, %s FROM %s WHERE %s ORDER BY %s",
+		strings.Join(keys, ", "), quoted(r.Table), r.condition, strings.Join(order, ", "))
+	rows, err := s.conn.Query(ctx, sql, append([]any{pgx.QueryExecModeExec, pgx.QueryResultFormats{pgx.TextFormatCode}}, r.args...)...)
 	if err != nil {
-		return fmt.Errorf("read rows of %s: %w", quoted(tb), err)
+		return fmt.Errorf("read rows of %s: %w", quoted(r.Table), err)
 	}
 	defer rows.Close()
-	rel := &pglogrepl.RelationMessage{Namespace: tb.Schema, RelationName: tb.Name}
-	idAt, tsAt := -1, -1
-	for i, f := range rows.FieldDescriptions() {
-		rel.Columns = append(rel.Columns, &pglogrepl.RelationMessageColumn{Name: f.Name, DataType: f.DataTypeOID})
-		switch f.Name {
-		case id:
-			idAt = i
-		case ts:
-			tsAt = i
-		}
-	}
+	var rel *pglogrepl.RelationMessage
+	n := 0 // the table's own columns come first, then the order's
 	for rows.Next() {
+		if rel == nil { // described with the first row, on the extended protocol
+			fields := rows.FieldDescriptions()
+			n = len(fields) - len(r.exprs)
+			rel = &pglogrepl.RelationMessage{Namespace: r.Table.Schema, RelationName: r.Table.Name}
+			for _, f := range fields[:n] {
+				rel.Columns = append(rel.Columns, &pglogrepl.RelationMessageColumn{Name: f.Name, DataType: f.DataTypeOID})
+			}
+		}
 		values := rows.RawValues()
-		var k Key
-		if idAt >= 0 {
-			k.ID = string(values[idAt])
+		k := Key{Values: make([]*string, len(r.exprs))}
+		for i, v := range values[n:] {
+			if v != nil {
+				s := string(v)
+				k.Values[i] = &s
+			}
 		}
-		if tsAt >= 0 {
-			k.Time = string(values[tsAt])
-		}
-		if err := fn(rel, values, k); err != nil {
+		if err := fn(rel, values[:n], k); err != nil {
 			return err
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read rows of %s: %w", quoted(tb), err)
+		return fmt.Errorf("read rows of %s: %w", quoted(r.Table), err)
 	}
 	return nil
 }
@@ -192,23 +243,4 @@ func columnTypes(ctx context.Context, conn *pgx.Conn, tb decode.Table) (map[stri
 		return nil, fmt.Errorf("%w: table %s does not exist", ErrNotReady, quoted(tb))
 	}
 	return types, nil
-}
-
-// CheckPredicate asks Postgres to plan a backfill's SELECT, in a read-only
-// transaction: a predicate that does not parse, or names what tb lacks, is
-// an error saying so.
-func CheckPredicate(ctx context.Context, conn *pgx.Conn, tb decode.Table, where string) error {
-	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback(context.Background())
-	if _, err := tx.Exec(ctx, fmt.Sprintf("EXPLAIN SELECT * FROM %s WHERE (%s)", quoted(tb), where)); err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) {
-			return fmt.Errorf("%w: --backfill-where %q on %s: %s", ErrNotReady, where, quoted(tb), strings.TrimSpace(pgErr.Message))
-		}
-		return err
-	}
-	return nil
 }

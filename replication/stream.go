@@ -61,6 +61,7 @@ type Stream struct {
 	sentAt    time.Time     // when status was last sent
 	sentFlush pglogrepl.LSN // the flush position it reported
 	caughtUp  bool          // "caught up" was logged this session
+	streaming bool          // START_REPLICATION was accepted: status updates mean something
 	log       *slog.Logger
 
 	// shown mirrors received for readers on other goroutines (metrics).
@@ -114,7 +115,7 @@ func (s *Stream) Start(ctx context.Context, start pglogrepl.LSN) error {
 	if err != nil {
 		return fmt.Errorf("start replication on slot %q at %s: %w", s.cfg.Slot, start, err)
 	}
-	s.received = start
+	s.received, s.streaming = start, true
 	s.shown.Store(uint64(start))
 	s.log.Info("streaming", slog.String("slot", s.cfg.Slot), slog.String("from", start.String()))
 	return nil
@@ -324,14 +325,18 @@ func (s *Stream) sendStatus(replyRequested bool) error {
 
 // Close reports the final confirmed position and closes the connection. Call
 // it after in-flight events were drained, so that the last acks are
-// confirmed. It is safe to call twice.
+// confirmed. It is safe to call twice. A connection whose START_REPLICATION
+// was refused (a standby's, while another process streams the slot) has
+// nothing to confirm, and says nothing.
 func (s *Stream) Close(ctx context.Context) error {
 	if s.conn.IsClosed() {
 		return nil
 	}
-	statusErr := s.sendStatus(false)
-	if statusErr == nil {
-		s.log.Info("confirmed", slog.String("slot", s.cfg.Slot), slog.String("lsn", s.progress.Confirmed().String()))
+	var statusErr error
+	if s.streaming {
+		if statusErr = s.sendStatus(false); statusErr == nil {
+			s.log.Info("confirmed", slog.String("slot", s.cfg.Slot), slog.String("lsn", s.progress.Confirmed().String()))
+		}
 	}
 	if err := s.conn.Close(ctx); err != nil && statusErr == nil {
 		return fmt.Errorf("close replication connection: %w", err)

@@ -18,6 +18,7 @@ trap cleanup EXIT
 echo "== building outbox-cdc"
 mkdir -p bin
 go build -o bin/outbox-cdc ./cmd/outbox-cdc
+go build -o bin/sql ./internal/tools/sql # runs SQL as psql would, without needing it
 
 echo "== starting PostgreSQL (wal_level=logical) and Kafka (KRaft)"
 pg_out=$(scripts/pg.sh start)
@@ -30,7 +31,7 @@ echo "   postgres: $pg_url"
 echo "   kafka:    $brokers"
 
 echo "== creating the outbox table and publication (sql/publication.sql)"
-psql -q -v ON_ERROR_STOP=1 "$pg_url" -f sql/publication.sql
+bin/sql "$pg_url" <sql/publication.sql
 
 echo "== outbox-cdc check"
 bin/outbox-cdc check --postgres-url "$pg_url" --kafka-brokers "$brokers" | sed 's/^/   /'
@@ -41,13 +42,13 @@ http_addr=127.0.0.1:$(python3 -c 'import socket; s=socket.socket(); s.bind(("127
 bin/outbox-cdc --postgres-url "$pg_url" --kafka-brokers "$brokers" --http-addr "$http_addr" >"$log" 2>&1 &
 relay_pid=$!
 for _ in $(seq 1 100); do
-  [ "$(psql -Atq "$pg_url" -c "SELECT active FROM pg_replication_slots WHERE slot_name = 'outbox_cdc'")" = t ] && break
+  [ "$(bin/sql -c "SELECT active FROM pg_replication_slots WHERE slot_name = 'outbox_cdc'" "$pg_url")" = t ] && break
   kill -0 "$relay_pid" 2>/dev/null || { cat "$log"; exit 1; }
   sleep 0.1
 done
 
 echo "== inserting 5 events in two transactions, and 1 in a transaction rolled back"
-psql -q -v ON_ERROR_STOP=1 "$pg_url" <<'SQL'
+bin/sql "$pg_url" <<'SQL'
 BEGIN;
 INSERT INTO outbox (id, aggregate_type, aggregate_id, event_type, payload, headers) VALUES
   (gen_random_uuid(), 'order', 'order-1', 'OrderCreated', '{"order": 1, "total": 42.50}', '{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}'),
@@ -86,7 +87,7 @@ kill -TERM "$relay_pid"
 code=0
 wait "$relay_pid" || code=$?
 relay_pid=
-echo "   exit code $code; slot confirmed at $(psql -Atq "$pg_url" -c "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = 'outbox_cdc'") (WAL now at $(psql -Atq "$pg_url" -c 'SELECT pg_current_wal_lsn()'))"
+echo "   exit code $code; slot confirmed at $(bin/sql -c "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = 'outbox_cdc'" "$pg_url") (WAL now at $(bin/sql -c 'SELECT pg_current_wal_lsn()' "$pg_url"))"
 echo "== outbox-cdc log"
 sed 's/^/   /' "$log"
 rm -f "$log"

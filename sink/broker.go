@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -90,12 +91,12 @@ func (s *sender) run() {
 // partition of this broker holds anything.
 func (s *sender) next() (batches []batch, wait time.Duration, stop bool) {
 	w := s.w
-	var failed []batch // abandoned: reported outside the lock
+	var failed []dropped // reported outside the lock
 	defer func() {
-		for _, b := range failed {
-			for i := range b.msgs {
-				m := b.msgs[i].WriterData.(meta)
-				w.done(m.token, m.reason, &Error{Topic: b.p.tp.topic, Err: errors.New("writer closed before the broker acknowledged it")})
+		for _, d := range failed {
+			for i := range d.msgs {
+				m := d.msgs[i].WriterData.(meta)
+				w.done(m.token, m.reason, d.err)
 			}
 		}
 	}()
@@ -115,12 +116,8 @@ func (s *sender) next() (batches []batch, wait time.Duration, stop bool) {
 		if p.retry == nil && len(p.buf) == 0 {
 			continue
 		}
-		if abandoned {
-			if p.retry != nil {
-				failed = append(failed, batch{p, p.retry})
-			}
-			failed = append(failed, batch{p, p.buf})
-			p.retry, p.buf, p.bytes = nil, nil, 0
+		if abandoned || p.stopped != nil {
+			failed = append(failed, drop(p))
 			continue
 		}
 		pending = true
@@ -161,12 +158,36 @@ func (s *sender) next() (batches []batch, wait time.Duration, stop bool) {
 	return batches, 0, false
 }
 
+// dropped is what a partition held, reported failed with err.
+type dropped struct {
+	msgs []kafka.Message
+	err  error
+}
+
+// drop takes everything p holds, once the writer is abandoned or p stopped.
+// Called with mu held.
+func drop(p *partition) dropped {
+	var err error = &Error{Topic: p.tp.topic, Err: errors.New("writer closed before the broker acknowledged it")}
+	if p.stopped != nil {
+		err = heldBack(p.tp.topic, p.stopped)
+	}
+	d := dropped{msgs: slices.Concat(p.retry, p.buf), err: err}
+	p.retry, p.buf, p.bytes = nil, nil, 0
+	return d
+}
+
 // send makes one produce request of batches, acks=all, and settles each
 // partition's batch by its own answer: acknowledged, retried alone after a
 // backoff (a retriable error), or salvaged message by message (a permanent
 // one).
 func (s *sender) send(batches []batch) {
 	w := s.w
+	if err := w.hold(); err != nil { // abandoned while held: nothing more goes out
+		for _, b := range batches {
+			s.settle(b, err)
+		}
+		return
+	}
 	req := &produceAPI.Request{Acks: int16(kafka.RequireAll), Timeout: int32(produceTimeout / time.Millisecond)}
 	records := 0
 	for _, b := range batches {
@@ -221,6 +242,7 @@ func (s *sender) settle(b batch, err error) {
 	if err == nil {
 		w.mu.Lock()
 		b.p.busy, b.p.attempt = false, 0
+		s.handOver(b.p)
 		w.mu.Unlock()
 		w.up()
 		w.acked(b.msgs)
@@ -236,9 +258,14 @@ func (s *sender) settle(b batch, err error) {
 		// The partition stays busy while its messages are settled one by
 		// one, so none of its later messages overtakes them.
 		w.owned.Go(func() {
-			w.salvage(b.msgs, perr)
+			failed := w.salvage(b.msgs, perr)
 			w.mu.Lock()
 			b.p.busy = false
+			if failed != nil && b.p.stopped == nil {
+				b.p.stopped = failed
+				w.log.Warn("an event failed for good: later events of its partition are not sent", slog.String("topic", b.p.tp.topic),
+					slog.Int("partition", b.p.tp.id), slog.Any("err", failed))
+			}
 			if s := w.senders[b.p.leader]; s != nil {
 				s.signal()
 			}
@@ -251,6 +278,7 @@ func (s *sender) settle(b batch, err error) {
 	b.p.retryAt = time.Now().Add(jitter(b.p.attempt))
 	b.p.attempt++
 	attempt := b.p.attempt
+	s.handOver(b.p)
 	w.mu.Unlock()
 	if w.abandon.Err() == nil {
 		w.produceFailed(err, "produce %d messages to %s/%d (attempt %d): %v", len(b.msgs), b.p.tp.topic, b.p.tp.id, attempt, err)
@@ -268,6 +296,16 @@ func (s *sender) settle(b batch, err error) {
 	}
 }
 
+// handOver wakes the sender that now carries p, when p moved to another
+// broker's sender while its batch was out: that sender skipped p as busy
+// and may be idle, and nothing else would wake it for p. (This sender asks
+// for its next request anyway once send returns.) Called with mu held.
+func (s *sender) handOver(p *partition) {
+	if to := s.w.senders[p.leader]; to != nil && to != s {
+		to.signal()
+	}
+}
+
 // recordReader presents msgs as kafka-go records.
 func recordReader(msgs []kafka.Message) protocol.RecordReader {
 	records := make([]kafka.Record, len(msgs))
@@ -281,6 +319,9 @@ func recordReader(msgs []kafka.Message) protocol.RecordReader {
 // outside the senders: salvage's one-by-one retries use it while their
 // partition is held busy.
 func (w *Writer) produce(topic string, id int, msgs []kafka.Message) error {
+	if err := w.hold(); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(w.abandon, produceTimeout+5*time.Second)
 	defer cancel()
 	res, err := w.client.Transport.RoundTrip(ctx, w.client.Addr, &produceAPI.Request{

@@ -73,14 +73,9 @@ func (w *Writer) deadLetterEvent(ctx context.Context, ev *decode.Event, topic st
 		return perr
 	}
 	msg := kafka.Message{Key: []byte(ev.AggregateID), Value: ev.Payload, Time: ev.Time}
-	msg.Headers = append(deadLetterHeaders(perr.Reason, perr.Err.Error(), ev.Table, ev.CommitLSN, topic),
-		kafka.Header{Key: "id", Value: []byte(ev.ID)},
-		kafka.Header{Key: "event_type", Value: []byte(ev.EventType)},
-		kafka.Header{Key: "aggregate_type", Value: []byte(ev.AggregateType)},
-	)
-	for _, h := range ev.Headers {
-		msg.Headers = append(msg.Headers, kafka.Header{Key: h.Key, Value: h.Value})
-	}
+	// The headers the event would have had, envelope included, so that a
+	// replay (package dlq) publishes it as it would have been.
+	msg.Headers = append(deadLetterHeaders(perr.Reason, perr.Err.Error(), ev.Table, ev.CommitLSN, topic), w.headers(ev)...)
 	if len(msg.Key) == 0 {
 		msg.Key = []byte(ev.ID)
 	}

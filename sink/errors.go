@@ -18,6 +18,8 @@ const (
 	ReasonMessageTooLarge = "message_too_large" // over --max-message-bytes, or refused by the broker as too large
 	ReasonTopicMissing    = "topic_missing"     // the topic does not exist and is not created
 	ReasonInvalidRecord   = "invalid_record"    // the broker refused the record itself
+	ReasonTopicNotAllowed = "topic_not_allowed" // the routed topic does not match --topic-allow
+	ReasonTopicLimit      = "topic_limit"       // a new topic while --max-topics are in use
 )
 
 // Error is a failed publish, classified once here so that callers branch on

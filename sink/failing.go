@@ -1,9 +1,12 @@
 package sink
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/segmentio/kafka-go"
 )
 
 // produceFailed is called on each failed produce attempt. It is turned
@@ -44,5 +47,108 @@ func (w *Writer) up() {
 	}
 	if w.down.Load() && w.down.CompareAndSwap(true, false) {
 		w.log.Info("kafka produce succeeding again")
+	}
+}
+
+// salvage settles a batch that kafka-go gave up on. It runs while the
+// batch's partition is held busy, so the partition's later batches wait: no
+// key's events overtake each other. A transient failure is retried with
+// backoff until it succeeds or the writer is abandoned. A permanent one is
+// retried message by message, and a message Kafka refuses for what it is
+// (too large, an invalid record or topic) is dead-lettered, or fails the
+// stream without a dead-letter topic.
+//
+// Once a message fails for good, the messages after it are not sent but
+// reported failed, and salvage returns its error: the caller stops the
+// partition, so that nothing after the failed event is published ahead of
+// it (it is read again after a restart, and must land first). A message
+// dead-lettered has its fate settled, and the others go on.
+func (w *Writer) salvage(msgs []kafka.Message, perr *Error) (failed error) {
+	if !perr.Retriable {
+		w.log.Warn("kafka refused a batch; sending its messages one by one", slog.String("topic", msgs[0].Topic),
+			slog.Int("messages", len(msgs)), slog.Any("err", perr.Err))
+	}
+	for i := range msgs {
+		m, _ := msgs[i].WriterData.(meta)
+		if failed != nil {
+			w.done(m.token, m.reason, heldBack(msgs[i].Topic, failed))
+			continue
+		}
+		reason, err := m.reason, error(nil)
+		if perr.Retriable {
+			// Each until it is written, so that the batch's own order
+			// holds too.
+			if err = w.retry(msgs[i]); err == nil {
+				w.up()
+				w.acked(msgs[i : i+1])
+			}
+		} else {
+			reason, err = w.salvageOne(msgs[i], m)
+		}
+		failed = err
+		w.done(m.token, reason, err)
+	}
+	return failed
+}
+
+// salvageOne sends msg alone, and dead-letters it if Kafka refuses it for
+// what it is and there is a dead-letter topic. It returns msg's fate.
+func (w *Writer) salvageOne(msg kafka.Message, m meta) (reason string, err error) {
+	if err = w.retry(msg); err == nil {
+		w.acked([]kafka.Message{msg})
+		return m.reason, nil
+	}
+	var one *Error
+	if !errors.As(err, &one) || one.Reason == "" || w.cfg.DeadLetterTopic == "" {
+		return m.reason, err
+	}
+	dl := msg // a dead letter already
+	if m.reason == "" {
+		dl = w.fit(deadLetterOfMessage(&msg, one, m.table, m.lsn))
+		dl.Topic = w.cfg.DeadLetterTopic
+		err = w.retry(dl)
+	}
+	var again *Error
+	if m.reason != "" || errors.As(err, &again) && again.Reason == ReasonMessageTooLarge {
+		// The topic's max.message.bytes is below ours: the dead letter
+		// goes without its value.
+		err = w.retry(withoutValue(dl))
+	}
+	if err != nil {
+		return m.reason, err
+	}
+	w.counted(msg.Topic, string(msg.Key), one)
+	return one.Reason, nil
+}
+
+// heldBack is the fate of an event not sent because an earlier one of its
+// partition failed for good.
+func heldBack(topic string, failed error) error {
+	return &Error{Topic: topic, Err: fmt.Errorf("not sent: an earlier event of its partition failed (%w)", failed)}
+}
+
+// retry writes msg synchronously, alone, until the write succeeds, fails
+// permanently, or the writer is abandoned. Transient failures back off with
+// jitter, capped at 5 s.
+func (w *Writer) retry(msg kafka.Message) error {
+	for attempt := 0; ; attempt++ {
+		id, err := w.partitionOf(w.abandon, &msg)
+		if err == nil {
+			err = w.produce(msg.Topic, id, []kafka.Message{msg})
+		}
+		if err == nil {
+			return nil
+		}
+		perr := classify(err)
+		perr.Topic = msg.Topic
+		if !perr.Retriable || w.abandon.Err() != nil {
+			return perr
+		}
+		w.produceFailed(err, "produce to %s: %v", msg.Topic, err)
+		select {
+		case <-time.After(jitter(attempt)):
+		case <-w.abandon.Done():
+			return &Error{Topic: perr.Topic, Err: fmt.Errorf("writer closed while retrying: %w", perr.Err)}
+		}
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"testing"
+
+	"github.com/segmentio/kafka-go"
 )
 
 // fates collects what a Writer reports of each event: a test passes
@@ -59,4 +61,81 @@ func (f *fates) wait(ctx context.Context, t *testing.T, w *Writer) {
 	if len(f.fail) > 0 {
 		t.Errorf("%d failures reported for retriable errors: %v", len(f.fail), f.fail[0])
 	}
+}
+
+// outcomes collects every fate a Writer reports, failures included: tests
+// where some events must fail pass outcomes.done as the Writer's Done.
+type outcomes struct {
+	mu      sync.Mutex
+	fates   map[uint64]outcome
+	order   []uint64 // tokens acknowledged (published or dead-lettered), in order
+	changed chan struct{}
+}
+
+type outcome struct {
+	reason string
+	err    error
+	times  int // fates reported for the token
+}
+
+func newOutcomes() *outcomes {
+	return &outcomes{fates: map[uint64]outcome{}, changed: make(chan struct{}, 1)}
+}
+
+func (o *outcomes) done(token uint64, reason string, err error) {
+	o.mu.Lock()
+	f := o.fates[token]
+	f.reason, f.err, f.times = reason, err, f.times+1
+	o.fates[token] = f
+	if err == nil {
+		o.order = append(o.order, token)
+	}
+	o.mu.Unlock()
+	select {
+	case o.changed <- struct{}{}:
+	default:
+	}
+}
+
+// wait waits until n tokens have a fate, failing the test at ctx's end.
+func (o *outcomes) wait(ctx context.Context, t *testing.T, n int) {
+	t.Helper()
+	for {
+		o.mu.Lock()
+		got := len(o.fates)
+		o.mu.Unlock()
+		if got >= n {
+			return
+		}
+		select {
+		case <-o.changed:
+		case <-ctx.Done():
+			t.Fatalf("%d of %d events have a fate before the deadline", got, n)
+		}
+	}
+}
+
+// get returns token's fate.
+func (o *outcomes) get(token uint64) (outcome, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	f, ok := o.fates[token]
+	return f, ok
+}
+
+// headerOf returns the value of the header key.
+func headerOf(hs []kafka.Header, key string) (string, bool) {
+	for _, h := range hs {
+		if h.Key == key {
+			return string(h.Value), true
+		}
+	}
+	return "", false
+}
+
+// ackedOne reports whether token was acknowledged.
+func (f *fates) ackedOne(token uint64) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.acked[token] > 0
 }

@@ -61,6 +61,12 @@ type Config struct {
 	// Observer is told each event's fate, for metrics; nil: none.
 	Observer Observer
 	Logger   *slog.Logger
+	// Hold, when set, is called before every produce request and may
+	// delay it, returning once ctx ends (the writer abandoned) at the
+	// latest: after the process stalled, it gives the source of events
+	// the time to learn whether it still owns them (see relay's stall
+	// guard). nil: requests leave at once.
+	Hold func(ctx context.Context)
 }
 
 // Done receives the fate of the event published with token: err is nil once
@@ -80,7 +86,8 @@ type Done func(token uint64, reason string, err error)
 // per round rather than one per partition. A partition has at most one
 // batch out, and a batch that failed is sent again before anything newer
 // of its partition: one key's events keep their order. It dead-letters what
-// Kafka can never accept.
+// Kafka can never accept; an event it can neither publish nor dead-letter
+// stops its partition (nothing after it there is sent, see salvage).
 type Writer struct {
 	cfg        Config
 	client     *kafka.Client
@@ -97,6 +104,13 @@ type Writer struct {
 	specs   map[string]TopicSpec       // by topic: how to create it, when its route has a spec of its own
 	seen    map[string]int             // by topic: the partition count last seen, kept across forget
 	owned   sync.WaitGroup             // the senders, salvages and lookups
+
+	// draining (guarded by mu) holds the topics whose count changed while
+	// events queued under the old one are undelivered: nothing is routed by
+	// the new count until they are. Kept apart from counts, which lookups
+	// overwrite and forget deletes; only route clears it, once the topic
+	// is idle.
+	draining map[string]bool
 
 	// abandon ends produce requests and retries once Close gives up waiting.
 	abandon   context.Context
@@ -119,9 +133,6 @@ type topicCount struct {
 	leaders    []int32 // broker id of each partition's leader, shared read-only
 	at         time.Time
 	refreshing bool // a background lookup is under way
-	// drain is set when the count changed: no event is routed by the new
-	// count before those queued under the old one are delivered.
-	drain bool
 }
 
 // meta travels with each message through kafka-go (Message.WriterData).
@@ -175,6 +186,7 @@ func NewWriter(cfg Config, done Done) *Writer {
 		sticky:     map[string]stickyPartition{},
 		specs:      map[string]TopicSpec{},
 		seen:       map[string]int{},
+		draining:   map[string]bool{},
 	}
 	w.abandon, w.abandoned = context.WithCancel(context.Background())
 	return w
@@ -183,8 +195,9 @@ func NewWriter(cfg Config, done Done) *Writer {
 // Publish hands ev to the writer; its fate reaches Done with token. It blocks
 // only while the broker cannot be asked where the topic's partitions are,
 // retrying with capped, jittered backoff until ctx ends. An event that can
-// never be published (a topic name Kafka rejects, too large, a topic that
-// does not exist) is dead-lettered instead, or, without a dead-letter topic,
+// never be published (a topic name Kafka rejects, or the route's allow-list
+// or topic cap refuses, too large, a topic that does not exist) is
+// dead-lettered instead, or, without a dead-letter topic,
 // returned as a permanent *Error. Any other error means ev was not handed
 // over because ctx ended.
 func (w *Writer) Publish(ctx context.Context, ev *decode.Event, token uint64) error {
@@ -193,15 +206,16 @@ func (w *Writer) Publish(ctx context.Context, ev *decode.Event, token uint64) er
 		route = w.cfg.Topic
 	}
 	topic := route.Name(ev)
+	// Before anything is kept per topic: a refused name leaves no trace.
+	if perr := route.admit(topic, w.cfg.DeadLetterTopic); perr != nil {
+		return w.deadLetterEvent(ctx, ev, topic, token, perr)
+	}
 	if w.cfg.CreateTopics && route.spec != nil {
 		w.mu.Lock()
 		if _, ok := w.specs[topic]; !ok {
 			w.specs[topic] = *route.spec
 		}
 		w.mu.Unlock()
-	}
-	if err := validTopicName(topic); err != nil {
-		return w.deadLetterEvent(ctx, ev, topic, token, &Error{Topic: topic, Err: err, Reason: ReasonInvalidTopic})
 	}
 	var key []byte // nil: a null key, spread as the Java client spreads them
 	if ev.AggregateID != "" {
@@ -269,88 +283,6 @@ func (w *Writer) write(ctx context.Context, msg kafka.Message) error {
 	}
 }
 
-// salvage settles a batch that kafka-go gave up on. It runs on the batch's
-// partition goroutine, so the partition's later batches wait: no key's
-// events overtake each other. A transient failure is retried with backoff
-// until it succeeds or the writer is abandoned. A permanent one is retried
-// message by message, and a message Kafka refuses for what it is (too large,
-// an invalid record or topic) is dead-lettered, or fails the stream without
-// a dead-letter topic.
-func (w *Writer) salvage(msgs []kafka.Message, perr *Error) {
-	if perr.Retriable {
-		// Message by message, each until it is written, so that the
-		// batch's own order holds too.
-		for i := range msgs {
-			err := w.retry(msgs[i])
-			if err == nil {
-				w.up()
-				w.acked(msgs[i : i+1])
-			}
-			m := msgs[i].WriterData.(meta)
-			w.done(m.token, m.reason, err)
-		}
-		return
-	}
-	w.log.Warn("kafka refused a batch; sending its messages one by one", slog.String("topic", msgs[0].Topic),
-		slog.Int("messages", len(msgs)), slog.Any("err", perr.Err))
-	for i := range msgs {
-		m := meta{}
-		if md, ok := msgs[i].WriterData.(meta); ok {
-			m = md
-		}
-		err := w.retry(msgs[i])
-		if err == nil {
-			w.acked(msgs[i : i+1])
-		}
-		var one *Error
-		if errors.As(err, &one) && one.Reason != "" && w.cfg.DeadLetterTopic != "" {
-			dl := msgs[i] // a dead letter already
-			if m.reason == "" {
-				dl = w.fit(deadLetterOfMessage(&msgs[i], one, m.table, m.lsn))
-				dl.Topic = w.cfg.DeadLetterTopic
-				err = w.retry(dl)
-			}
-			var again *Error
-			if m.reason != "" || errors.As(err, &again) && again.Reason == ReasonMessageTooLarge {
-				// The topic's max.message.bytes is below ours: the
-				// dead letter goes without its value.
-				err = w.retry(withoutValue(dl))
-			}
-			if err == nil {
-				w.counted(msgs[i].Topic, string(msgs[i].Key), one)
-				m.reason = one.Reason
-			}
-		}
-		w.done(m.token, m.reason, err)
-	}
-}
-
-// retry writes msg synchronously, alone, until the write succeeds, fails
-// permanently, or the writer is abandoned. Transient failures back off with
-// jitter, capped at 5 s.
-func (w *Writer) retry(msg kafka.Message) error {
-	for attempt := 0; ; attempt++ {
-		id, err := w.partitionOf(w.abandon, &msg)
-		if err == nil {
-			err = w.produce(msg.Topic, id, []kafka.Message{msg})
-		}
-		if err == nil {
-			return nil
-		}
-		perr := classify(err)
-		perr.Topic = msg.Topic
-		if !perr.Retriable || w.abandon.Err() != nil {
-			return perr
-		}
-		w.produceFailed(err, "produce to %s: %v", msg.Topic, err)
-		select {
-		case <-time.After(jitter(attempt)):
-		case <-w.abandon.Done():
-			return &Error{Topic: perr.Topic, Err: fmt.Errorf("writer closed while retrying: %w", perr.Err)}
-		}
-	}
-}
-
 // DeadLettered returns how many events this writer dead-lettered.
 func (w *Writer) DeadLettered() int64 { return w.deadLetter.Load() }
 
@@ -384,4 +316,16 @@ func (w *Writer) Close(ctx context.Context) error {
 		w.client.Transport.(*kafka.Transport).CloseIdleConnections()
 		return fmt.Errorf("close kafka writer: %w", context.Cause(ctx))
 	}
+}
+
+// hold delays a request as Config.Hold says; it returns an error once the
+// writer is abandoned, when the request must not leave.
+func (w *Writer) hold() error {
+	if w.cfg.Hold != nil {
+		w.cfg.Hold(w.abandon)
+	}
+	if w.abandon.Err() != nil {
+		return fmt.Errorf("writer abandoned: %w", w.abandon.Err())
+	}
+	return nil
 }

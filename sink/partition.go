@@ -25,6 +25,10 @@ type partition struct {
 	busy    bool            // a request carries its batch, or salvage settles it
 	attempt int             // consecutive failed attempts of retry
 	retryAt time.Time       // not before this (backoff)
+	// stopped is the failure of an event that could not be published nor
+	// dead-lettered: the stream stops at it, so nothing after it in this
+	// partition is sent (see salvage); what is queued is reported failed.
+	stopped error
 }
 
 var balancer = &kafka.Murmur2Balancer{}
@@ -36,29 +40,9 @@ func (w *Writer) enqueue(ctx context.Context, msg kafka.Message) error {
 	if w.closed.Load() {
 		return &Error{Topic: msg.Topic, Err: errors.New("writer closed")}
 	}
-	c, err := w.partitionIDs(ctx, msg.Topic)
+	c, err := w.route(ctx, msg.Topic) // mu held on success
 	if err != nil {
 		return err
-	}
-	w.mu.Lock()
-	for w.counts[msg.Topic].drain {
-		// The count changed: one key's events must not be split across two
-		// partitions out of order, so the events queued under the old count
-		// go first.
-		if !w.topicBusy(msg.Topic) {
-			cur := w.counts[msg.Topic]
-			cur.drain = false
-			w.counts[msg.Topic] = cur
-			c = cur
-			break
-		}
-		w.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("wait for %s's events queued under its old partition count: %w", msg.Topic, context.Cause(ctx))
-		case <-time.After(2 * time.Millisecond):
-		}
-		w.mu.Lock()
 	}
 	id := w.choose(&msg, c.ids)
 	tp := topicPartition{msg.Topic, id}
@@ -85,6 +69,40 @@ func (w *Writer) enqueue(ctx context.Context, msg kafka.Message) error {
 	}
 	w.mu.Unlock()
 	return nil
+}
+
+// route returns the partitions and leaders to route topic's next event
+// by, with mu held. While a drain is pending (the count changed) it waits
+// until no partition of the topic holds anything, so that one key's events
+// are not split across two partitions out of order; then the new count is
+// used. It never routes by a count older than the last one seen.
+func (w *Writer) route(ctx context.Context, topic string) (topicCount, error) {
+	for {
+		c, err := w.partitionIDs(ctx, topic)
+		if err != nil {
+			return topicCount{}, err
+		}
+		w.mu.Lock()
+		if cur, ok := w.counts[topic]; ok {
+			c = cur // what lookups learned since
+		}
+		if w.draining[topic] && !w.topicBusy(topic) {
+			delete(w.draining, topic)
+		}
+		draining := w.draining[topic]
+		if !draining && len(c.ids) == w.seen[topic] {
+			return c, nil
+		}
+		w.mu.Unlock()
+		if !draining {
+			continue // c predates a newer count that was forgotten since: ask again
+		}
+		select {
+		case <-ctx.Done():
+			return topicCount{}, fmt.Errorf("wait for %s's events queued under its old partition count: %w", topic, context.Cause(ctx))
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
 }
 
 // assign moves p to leader's sender, starting that sender on first use.
@@ -231,7 +249,7 @@ func (w *Writer) lookup(ctx context.Context, topic string) (topicCount, error) {
 		}
 		w.mu.Lock()
 		if n, ok := w.seen[topic]; ok && n != len(c.ids) {
-			c.drain = true
+			w.draining[topic] = true
 			w.log.Warn("the topic's partition count changed: events queued under the old count are delivered first, then keys are routed by the new one",
 				slog.String("topic", topic), slog.Int("from", n), slog.Int("to", len(c.ids)))
 			w.cfg.Observer.PartitionsChanged(topic)
@@ -250,8 +268,6 @@ func (w *Writer) lookup(ctx context.Context, topic string) (topicCount, error) {
 	return topicCount{}, kafka.UnknownTopicOrPartition
 }
 
-// forget drops what is cached about topic, so that the next lookup asks
-// the broker.
 // topicBusy reports whether any partition of topic has events queued, a
 // batch out, or a batch to retry. Called with mu held.
 func (w *Writer) topicBusy(topic string) bool {
@@ -263,6 +279,8 @@ func (w *Writer) topicBusy(topic string) bool {
 	return false
 }
 
+// forget drops what is cached about topic, so that the next lookup asks
+// the broker. A pending drain stays (see Writer.draining).
 func (w *Writer) forget(topic string) {
 	w.mu.Lock()
 	delete(w.counts, topic)

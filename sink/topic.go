@@ -2,8 +2,10 @@ package sink
 
 import (
 	"fmt"
+	"log/slog"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/outbox-cdc/outbox-cdc/decode"
 )
@@ -18,7 +20,9 @@ type Topic struct {
 	columns []string
 	rewrite *regexp.Regexp // anchored: the whole name must match
 	replace string
-	spec    *TopicSpec // how its missing topics are created; nil: Config.TopicSpec
+	spec    *TopicSpec     // how its missing topics are created; nil: Config.TopicSpec
+	allow   *regexp.Regexp // anchored; nil: every name
+	limit   *TopicLimit    // nil: no cap
 }
 
 // WithSpec returns t creating its missing topics as spec says.
@@ -154,4 +158,135 @@ func (t Topic) prefix() string {
 		return t.parts[0].literal
 	}
 	return ""
+}
+
+// Allow returns t refusing every routed name (after any rewrite) that
+// regex does not match whole: such an event is dead-lettered with
+// ReasonTopicNotAllowed, so that a value in a row cannot make the relay
+// create or write any topic it likes. Empty: every name is allowed. A
+// fixed topic the regex refuses is an error.
+func (t Topic) Allow(regex string) (Topic, error) {
+	if regex == "" {
+		t.allow = nil
+		return t, nil
+	}
+	re, err := regexp.Compile(`^(?:` + regex + `)$`)
+	if err != nil {
+		return Topic{}, fmt.Errorf("topic allow-list %q: %w", regex, err)
+	}
+	if name, ok := t.Fixed(); ok && !re.MatchString(name) {
+		return Topic{}, fmt.Errorf("topic %s does not match the allow-list %q: every event would be dead-lettered", name, regex)
+	}
+	t.allow = re
+	return t, nil
+}
+
+// Limit returns t admitting a new name only while l has room. A fixed
+// topic is admitted at once and not counted: the cap bounds the names rows
+// decide, and those must never crowd out a topic the configuration names.
+func (t Topic) Limit(l *TopicLimit) Topic {
+	t.limit = l
+	if name, ok := t.Fixed(); ok && l != nil {
+		l.reserve(name)
+	}
+	return t
+}
+
+// admit decides, after routing, whether an event may go to the topic name:
+// nil, or the permanent *Error it is dead-lettered with. A name Kafka
+// refuses, one the allow-list does not match, and a new one beyond the cap
+// are refused, in that order. The dead-letter topic is never counted
+// against the cap; dead letters themselves do not come here.
+func (t Topic) admit(name, deadLetter string) *Error {
+	if err := validTopicName(name); err != nil {
+		return &Error{Topic: name, Err: err, Reason: ReasonInvalidTopic}
+	}
+	if t.allow != nil && !t.allow.MatchString(name) {
+		return &Error{Topic: name, Reason: ReasonTopicNotAllowed,
+			Err: fmt.Errorf("topic %s does not match the allow-list %s (--topic-allow)", name, t.allow)}
+	}
+	if t.limit != nil && name != deadLetter && !t.limit.admit(name) {
+		return &Error{Topic: name, Reason: ReasonTopicLimit,
+			Err: fmt.Errorf("topic %s would be one more than the %d topics in use (--max-topics)", name, t.limit.max)}
+	}
+	return nil
+}
+
+// DefaultMaxTopics is the default cap on the topics a relay publishes to.
+// An outbox has a topic per aggregate type, usually tens of them; a
+// thousand leaves room for a large service and still stops a writer bug
+// (user input in aggregate_type) before it floods the cluster with topics,
+// the relay's memory with per-topic state and Prometheus with series.
+const DefaultMaxTopics = 1000
+
+// TopicLimit caps the distinct topics a relay publishes to by routing a
+// row's values: the first max names admitted stay admitted for the life of
+// the process, and an event routed to any other is refused
+// (ReasonTopicLimit). Fixed topics of the configuration are admitted
+// besides, uncounted. One limit is shared by
+// every route and every writer of a relay (each session after a reconnect,
+// the backfill), so the bound holds across them; it bounds the topics
+// created in Kafka, the writer's per-topic state and the metric series by
+// topic alike. Safe for concurrent use.
+type TopicLimit struct {
+	max int // 0: no cap, and nothing is recorded
+	log *slog.Logger
+
+	mu       sync.Mutex
+	used     map[string]struct{}
+	reserved map[string]struct{} // fixed topics: admitted, not counted
+	full     bool                // said once in the log
+}
+
+// NewTopicLimit returns a cap of max topics; 0 is no cap. log (nil:
+// slog.Default()) gets one line when the cap is first reached.
+func NewTopicLimit(max int, log *slog.Logger) *TopicLimit {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &TopicLimit{max: max, log: log, used: map[string]struct{}{}, reserved: map[string]struct{}{}}
+}
+
+// Len returns how many topics routed from rows are admitted (0 without a
+// cap).
+func (l *TopicLimit) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.used)
+}
+
+// admit reports whether topic is in use, or has been admitted now.
+func (l *TopicLimit) admit(topic string) bool {
+	if l.max <= 0 {
+		return true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.used[topic]; ok {
+		return true
+	}
+	if _, ok := l.reserved[topic]; ok {
+		return true
+	}
+	if len(l.used) < l.max {
+		l.used[topic] = struct{}{}
+		return true
+	}
+	if !l.full {
+		l.full = true
+		l.log.Warn("the topic cap is reached: events routed to any further topic are dead-lettered (topic_limit); topics in use keep working",
+			slog.Int("max_topics", l.max), slog.String("first_refused", topic))
+	}
+	return false
+}
+
+// reserve admits topic without counting it: a fixed topic of the
+// configuration.
+func (l *TopicLimit) reserve(topic string) {
+	if l.max <= 0 {
+		return
+	}
+	l.mu.Lock()
+	l.reserved[topic] = struct{}{}
+	l.mu.Unlock()
 }

@@ -1,8 +1,15 @@
 package sink
 
 import (
+	"context"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/outbox-cdc/outbox-cdc/decode"
 )
@@ -77,5 +84,161 @@ func TestRoutedTopicNamesAreChecked(t *testing.T) {
 		if err := validTopicName(name); (err == nil) != ok {
 			t.Errorf("validTopicName(%.20q) = %v, want ok=%v", name, err, ok)
 		}
+	}
+}
+
+// TestTopicAdmission is the router's decision after routing: a name Kafka
+// would refuse, then the allow-list, then the cap on topics in use. Topics
+// admitted once keep working after the cap is reached; a fixed topic is
+// admitted from the start, uncounted; the dead-letter topic is never
+// counted.
+func TestTopicAdmission(t *testing.T) {
+	limit := NewTopicLimit(2, nil)
+	route, err := ParseTopic("ev.{aggregate_type}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if route, err = route.Allow(`ev\.(order|invoice|payment)`); err != nil {
+		t.Fatal(err)
+	}
+	route = route.Limit(limit)
+	fixed, _ := ParseTopic("legacy")
+	fixed = fixed.Limit(limit) // reserved: does not wait for room
+	free, _ := ParseTopic("{aggregate_type}")
+	free = free.Limit(limit)
+	for i, step := range []struct {
+		route  Topic
+		value  string
+		reason string
+	}{
+		{route, "order", ""},
+		{route, "shipment", ReasonTopicNotAllowed}, // anchored: ev.shipment is not listed
+		{route, "order.x", ReasonTopicNotAllowed},  // the whole name must match
+		{route, "invoice", ""},
+		{route, "payment", ReasonTopicLimit}, // allowed, but two topics are in use
+		{route, "order", ""},                 // in use: keeps working
+		{route, "invoice", ""},
+		{route, "payment", ReasonTopicLimit},
+		{route, "a b", ReasonInvalidTopic},
+		{fixed, "", ""},
+		{free, "dlq", ""}, // the dead-letter topic is not counted
+		{free, "other", ReasonTopicLimit},
+	} {
+		ev := &decode.Event{AggregateType: step.value}
+		name := step.route.Name(ev)
+		perr := step.route.admit(name, "dlq")
+		switch {
+		case step.reason == "" && perr != nil:
+			t.Errorf("step %d: %s refused: %v", i, name, perr)
+		case step.reason != "" && (perr == nil || perr.Reason != step.reason):
+			t.Errorf("step %d: %s: %v, want reason %s", i, name, perr, step.reason)
+		case perr != nil && (perr.Topic != name || perr.Retriable):
+			t.Errorf("step %d: %+v: want a permanent error naming %s", i, perr, name)
+		}
+	}
+	if n := limit.Len(); n != 2 {
+		t.Errorf("%d topics counted, want 2 (order and invoice; the fixed legacy is not counted)", n)
+	}
+	if _, err := route.Allow("("); err == nil {
+		t.Error("an allow-list that does not compile was accepted")
+	}
+	if _, err := fixed.Allow(`ev\..*`); err == nil || !strings.Contains(err.Error(), "legacy") {
+		t.Errorf("a fixed topic the allow-list refuses: %v, want an error naming it", err)
+	}
+	unlimited, _ := ParseTopic("{aggregate_type}")
+	unlimited = unlimited.Limit(NewTopicLimit(0, nil))
+	for i := range 5000 {
+		if perr := unlimited.admit(fmt.Sprintf("t%d", i), ""); perr != nil {
+			t.Fatalf("no cap (0) refused a topic: %v", perr)
+		}
+	}
+}
+
+// TestWriterBoundsTopics routes 60 distinct aggregate types, then a second
+// event of each, through a writer with an allow-list and a cap of 5 topics
+// on the in-process broker: every event is acknowledged on its topic or
+// dead-lettered with the reason of its refusal, only 5 event topics are
+// created, and the writer's per-topic state holds those and the
+// dead-letter topic alone.
+func TestWriterBoundsTopics(t *testing.T) {
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "dlq"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	route, _ := ParseTopic("ev.{aggregate_type}")
+	if route, err = route.Allow(`ev\.t[0-9]+`); err != nil {
+		t.Fatal(err)
+	}
+	route = route.Limit(NewTopicLimit(5, nil))
+	var mu sync.Mutex
+	reasons := map[uint64]string{}
+	w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: route, CreateTopics: true, DeadLetterTopic: "dlq",
+		MissingTopicTimeout: 10 * time.Second}, func(token uint64, reason string, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			reason = "failed: " + err.Error()
+		}
+		reasons[token] = reason
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	types := make([]string, 0, 60)
+	for i := range 50 {
+		types = append(types, fmt.Sprintf("t%d", i))
+		if i%5 == 0 {
+			types = append(types, fmt.Sprintf("u%d", i)) // not allowed
+		}
+	}
+	want := map[uint64]string{}
+	for round := range 2 {
+		for i, typ := range types {
+			token := uint64(round*len(types) + i)
+			ev := &decode.Event{ID: fmt.Sprint(token), AggregateType: typ, AggregateID: "k", EventType: "e"}
+			if err := w.Publish(ctx, ev, token); err != nil {
+				t.Fatalf("publish %d: %v", token, err)
+			}
+			var n int
+			switch _, _ = fmt.Sscanf(typ, "t%d", &n); {
+			case typ[0] == 'u':
+				want[token] = ReasonTopicNotAllowed
+			case n >= 5:
+				want[token] = ReasonTopicLimit
+			default:
+				want[token] = ""
+			}
+		}
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	for token, reason := range want {
+		if got, ok := reasons[token]; !ok || got != reason {
+			t.Errorf("event %d (%s): reason %q (reported %v), want %q", token, types[int(token)%len(types)], got, ok, reason)
+		}
+	}
+	mu.Unlock()
+	md, err := (&kafka.Client{Addr: kafka.TCP(cluster.ListenAddrs()...)}).Metadata(ctx, &kafka.MetadataRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(md.Topics) != 6 {
+		t.Errorf("%d topics in the cluster, want the 5 admitted and the dead-letter topic", len(md.Topics))
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.counts) > 6 || len(w.seen) > 6 || len(w.specs) > 6 || len(w.parts) > 6 {
+		t.Errorf("the writer's per-topic state grew past the cap: counts %d, seen %d, specs %d, partitions %d", len(w.counts), len(w.seen), len(w.specs), len(w.parts))
+	}
+	dead := 0
+	for _, r := range want {
+		if r != "" {
+			dead++
+		}
+	}
+	if got := w.DeadLettered(); got != int64(dead) {
+		t.Errorf("%d dead-lettered, want %d", got, dead)
 	}
 }

@@ -28,7 +28,8 @@ func check(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, red
 		return exitUsage
 	}
 	fmt.Fprintf(stdout, "outbox-cdc check: postgres %s, kafka %s, tables %s\n\n", cfg.PostgresTarget(), strings.Join(cfg.KafkaBrokers, ","), cfg.TableNames())
-	items := replication.Check(ctx, cfg.PostgresURL, relay.Target(cfg))
+	items := append(replication.Check(ctx, cfg.PostgresURL, relay.Target(cfg)), cfg.PostgresTransport())
+	items = slices.Insert(items, min(1, len(items)), checkVersion(ctx, cfg.PostgresURL)...)
 	if cfg.Cleanup != config.CleanupNone {
 		if _, err := cleanup.New(ctx, cleanup.Config{URL: cfg.PostgresURL, Tables: relay.CleanupTables(cfg)}); err != nil {
 			items = append(items, checklist.Item{Name: "cleanup", Status: checklist.Fail, Detail: red.oneLine(err)})
@@ -54,6 +55,7 @@ func check(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, red
 	if cfg.OnInvalid == config.OnInvalidDLQ {
 		dlq = cfg.DeadLetterTopic
 	}
+	items = append(items, cfg.KafkaTransport())
 	items = append(items, sink.Check(ctx, sink.CheckConfig{
 		Brokers: cfg.KafkaBrokers, Security: sec, Templates: templates,
 		DeadLetterTopic: dlq, AutoCreateTopics: cfg.AutoCreateTopics, CreateTopics: cfg.CreateTopics, Spec: relay.TopicSpec(cfg),
@@ -68,6 +70,27 @@ func check(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, red
 	}
 	fmt.Fprintf(stdout, "\nall %d checks passed\n", len(items))
 	return exitOK
+}
+
+// checkVersion is check's item for the server's version, right after
+// "postgres reachable": one outbox-cdc can stream from. Nothing when the
+// server cannot be reached, which the first item says.
+func checkVersion(ctx context.Context, url string) []checklist.Item {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return nil
+	}
+	defer conn.Close(context.Background())
+	const name = "postgres version"
+	var v int
+	if err := conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&v); err != nil {
+		return []checklist.Item{{Name: name, Status: checklist.Fail, Detail: "could not read: " + checklist.OneLine(err)}}
+	}
+	if why := replication.UnsupportedVersion(v); why != "" {
+		return []checklist.Item{{Name: name, Status: checklist.Fail, Detail: why,
+			Fix: fmt.Sprintf("upgrade to PostgreSQL %d or newer", replication.MinServerVersion/10000)}}
+	}
+	return []checklist.Item{{Name: name, Status: checklist.OK, Detail: fmt.Sprintf("%d, supported (%d and newer)", v/10000, replication.MinServerVersion/10000)}}
 }
 
 // setup runs `outbox-cdc setup`: with --print it prints the SQL for a fresh
@@ -258,14 +281,22 @@ func checkBackfill(ctx context.Context, cfg config.Config, red redactor) []check
 		}
 		var canSelect bool
 		_ = conn.QueryRow(ctx, `SELECT has_table_privilege(current_user, $1, 'SELECT')`, pgx.Identifier{t.Schema, t.Name}.Sanitize()).Scan(&canSelect)
-		switch err := replication.CheckPredicate(ctx, conn, target.Tables[i], t.BackfillWhere); {
+		_, err = replication.CheckPredicate(ctx, conn, target.Tables[i], t.BackfillWhere)
+		order, orderErr := replication.ParseOrder(t.BackfillOrder)
+		if orderErr == nil {
+			order, orderErr = replication.ChooseOrder(ctx, conn, target.Tables[i], order)
+		}
+		switch {
 		case err != nil:
-			items = append(items, checklist.Item{Name: name, Status: checklist.Fail, Detail: red.oneLine(err), Fix: "correct --backfill-where: a SQL predicate over the table's columns"})
+			items = append(items, checklist.Item{Name: name, Status: checklist.Fail, Detail: red.oneLine(err),
+				Fix: "correct --backfill-where: one boolean expression over the table's own columns, calling no volatile function"})
+		case orderErr != nil:
+			items = append(items, checklist.Item{Name: name, Status: checklist.Fail, Detail: red.oneLine(orderErr), Fix: "set --backfill-order"})
 		case !canSelect:
 			items = append(items, checklist.Item{Name: name, Status: checklist.Fail, Detail: "the role may not SELECT the table, which the backfill reads",
 				Fix: fmt.Sprintf("as the table's owner: GRANT SELECT ON %s TO the role (outbox-cdc setup --backfill-where … --role … does)", pgx.Identifier{t.Schema, t.Name}.Sanitize())})
 		default:
-			items = append(items, checklist.Item{Name: name, Status: checklist.OK, Detail: fmt.Sprintf("WHERE %s plans; the role may read the table", t.BackfillWhere)})
+			items = append(items, checklist.Item{Name: name, Status: checklist.OK, Detail: fmt.Sprintf("WHERE %s plans, reading the table alone; rows in %s order; the role may read the table", t.BackfillWhere, order)})
 		}
 		conn.Close(context.Background())
 	}

@@ -8,7 +8,8 @@
 //	outbox-cdc check [flags]   preflight checklist for Postgres and Kafka
 //	outbox-cdc setup [flags]   create the publication, the slot and grants
 //	outbox-cdc status [flags]  where the slot stands
-//	outbox-cdc version
+//	outbox-cdc dlq list|replay [flags]  the dead letters, and publishing them again
+//	outbox-cdc version         (also --version)
 package main
 
 import (
@@ -19,18 +20,11 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime"
 	"runtime/pprof"
 	"syscall"
 
 	"github.com/outbox-cdc/outbox-cdc/config"
 	"github.com/outbox-cdc/outbox-cdc/replication"
-)
-
-// Stamped at build time: -ldflags "-X main.version=v1.2.3 -X main.commit=abc1234".
-var (
-	version = "dev"
-	commit  = "unknown"
 )
 
 func main() {
@@ -48,14 +42,22 @@ func mainExit(args, environ []string, stdout, stderr io.Writer) int {
 	cmd := config.CmdRun
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
 		cmd, args = args[0], args[1:]
+	} else if len(args) > 0 && (args[0] == "--version" || args[0] == "-version") {
+		cmd = "version"
+	}
+	if cmd == "dlq" && len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		cmd, args = cmd+" "+args[0], args[1:] // dlq list, dlq replay
 	}
 	switch cmd {
 	case "version":
-		fmt.Fprintf(stdout, "outbox-cdc %s (commit %s, %s %s/%s)\n", version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		fmt.Fprintln(stdout, versionLine())
 		return exitOK
 	case "help":
 		if len(args) > 0 {
 			cmd = args[0]
+		}
+		if cmd == "dlq" && len(args) > 1 {
+			cmd += " " + args[1]
 		}
 		args = []string{"--help"}
 	}
@@ -64,11 +66,11 @@ func mainExit(args, environ []string, stdout, stderr io.Writer) int {
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
 	}
+	red := newRedactor()
 	if err != nil {
-		fmt.Fprintf(stderr, "outbox-cdc %s: %v (see outbox-cdc %s --help)\n", cmd, err, cmd)
+		fmt.Fprintf(stderr, "outbox-cdc %s: %s (see outbox-cdc %s --help)\n", cmd, red.redact(err.Error()), cmd)
 		return exitUsage
 	}
-	red := newRedactor(cfg.Secrets())
 	log := newLogger(cfg.LogFormat, cfg.LogLevel, stderr, red)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -80,6 +82,10 @@ func mainExit(args, environ []string, stdout, stderr io.Writer) int {
 		return setup(ctx, cfg, stdout, stderr, red)
 	case config.CmdStatus:
 		return status(ctx, cfg, stdout, stderr, red)
+	case config.CmdDLQList:
+		return dlqList(ctx, cfg, stdout, stderr, red)
+	case config.CmdDLQReplay:
+		return dlqReplay(ctx, cfg, stdout, stderr, red)
 	}
 
 	if path := os.Getenv("OUTBOX_CDC_CPUPROFILE"); path != "" {

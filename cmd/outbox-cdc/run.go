@@ -16,6 +16,9 @@ import (
 // run runs `outbox-cdc run`: the relay, with its metrics and probes served
 // on --http-addr until it has drained.
 func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	for _, w := range cfg.TransportWarnings() {
+		log.Warn(w)
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	r, err := relay.New(cfg, relay.WithLogger(log), relay.WithRegisterer(reg), relay.WithVersion(version))

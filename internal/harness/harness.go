@@ -75,9 +75,20 @@ func newPostgres(kv map[string]string) *Postgres {
 	return &Postgres{Dir: kv["dir"], URL: kv["url"], Port: port, PID: pid}
 }
 
-// StartPostgres initdbs and starts a new cluster on a free loopback port.
+// StartPostgres initdbs and starts a new cluster on a free loopback port,
+// of the major version PG_VERSION names (scripts/pg.sh's default if unset).
 func StartPostgres() (*Postgres, error) {
 	kv, err := script(nil, "pg.sh", "start")
+	if err != nil {
+		return nil, err
+	}
+	return newPostgres(kv), nil
+}
+
+// StartPostgresVersion is StartPostgres for PostgreSQL major (say "13"),
+// whatever PG_VERSION says.
+func StartPostgresVersion(major string) (*Postgres, error) {
+	kv, err := script([]string{"PG_VERSION=" + major}, "pg.sh", "start")
 	if err != nil {
 		return nil, err
 	}
@@ -87,12 +98,14 @@ func StartPostgres() (*Postgres, error) {
 // StartStandby starts a physical standby of primary streaming through the
 // physical slot named slot (created on primary), with hot_standby_feedback
 // and, on PostgreSQL 17 and newer, sync_replication_slots on: the
-// primary's failover-enabled logical slots are kept in step on it.
+// primary's failover-enabled logical slots are kept in step on it. The
+// standby is a cold copy: primary is restarted (same port, new PID).
 func StartStandby(primary *Postgres, slot string) (*Postgres, error) {
 	kv, err := script(nil, "pg.sh", "standby", primary.Dir, slot)
 	if err != nil {
 		return nil, err
 	}
+	primary.PID, _ = strconv.Atoi(kv["primary_pid"])
 	return newPostgres(kv), nil
 }
 

@@ -28,7 +28,7 @@ import (
 // failover, never existed); without it the test reports how many did.
 func TestFailover(t *testing.T) {
 	if v := serverVersion(t, newOutbox(t, "version", defaultColumns)); v < 170000 {
-		t.Skipf("failover slots need PostgreSQL 17 or newer; the suite runs %d (make test-pg18 runs this)", v)
+		t.Skipf("failover slots need PostgreSQL 17 or newer; the suite runs %d (make test-matrix runs this on 17 and 18)", v)
 	}
 	for _, guarded := range []bool{true, false} {
 		name := "synchronized_standby_slots"

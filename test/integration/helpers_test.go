@@ -143,10 +143,11 @@ func (o *outbox) insertTx(ctx context.Context, rows []row, commit bool) error {
 
 // relay is a running outbox-cdc process.
 type relay struct {
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
-	err  error
+	cmd     *exec.Cmd
+	log     string
+	done    chan struct{}
+	err     error
+	started time.Time
 }
 
 func startRelay(t *testing.T, args ...string) *relay {
@@ -189,7 +190,7 @@ func startRelayProcess(t *testing.T, binary string, env []string, noWait bool, a
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start outbox-cdc: %v", err)
 	}
-	r := &relay{cmd: cmd, log: logPath, done: make(chan struct{})}
+	r := &relay{cmd: cmd, log: logPath, done: make(chan struct{}), started: time.Now()}
 	go func() {
 		r.err = cmd.Wait()
 		f.Close()

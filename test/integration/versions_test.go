@@ -2,10 +2,16 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outbox-cdc/outbox-cdc/internal/harness"
 )
 
 // serverVersion is server_version_num of the suite's Postgres.
@@ -155,4 +161,67 @@ func TestSlotInvalidated(t *testing.T) {
 		t.Errorf("check does not report the lost slot:\n%s", out)
 	}
 	t.Logf("the metric said unreserved before the slot was lost; run said: %s", line)
+}
+
+// TestUnsupportedServer: PostgreSQL 13 lacks pgoutput's messages option,
+// which the relay always asks for (its heartbeats are messages). run exits 1
+// at start with one line naming the version it needs, leaving no slot behind
+// to pin WAL (it used to create the slot and retry START_REPLICATION for
+// ever), and check fails on the same item.
+func TestUnsupportedServer(t *testing.T) {
+	old, err := harness.StartPostgresVersion("13")
+	if err != nil {
+		t.Fatalf("start PostgreSQL 13: %v", err)
+	}
+	t.Cleanup(func() { _ = old.Stop() })
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, old.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE TABLE outbox ("+defaultColumns+")"); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--postgres-url", old.URL, "--kafka-brokers", broker.Brokers,
+		"--table", "public.outbox", "--publication", "outbox13", "--slot", "outbox13", "--topic", "outbox13.{aggregate_type}"}
+	want := "PostgreSQL 13 is not supported: outbox-cdc needs PostgreSQL 14 or newer"
+
+	code, out := runWithin(t, 30*time.Second, append(args, "--http-addr", "")...)
+	if code != 1 || !strings.Contains(lastLine(out), want) {
+		t.Errorf("run on PostgreSQL 13: exit %d, last line %q; want exit 1 and %q; its output:\n%s", code, lastLine(out), want, tail(out, 10))
+	}
+	t.Logf("run, exit %d:\n%s", code, out)
+	var slots int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_replication_slots`).Scan(&slots); err != nil {
+		t.Fatal(err)
+	}
+	if slots != 0 {
+		t.Errorf("run left %d replication slot(s) on PostgreSQL 13, pinning its WAL", slots)
+	}
+
+	code, out = runWithin(t, 30*time.Second, append([]string{"check"}, args...)...)
+	if code != 1 || !strings.Contains(out, "[FAIL] postgres version: "+want) {
+		t.Errorf("check on PostgreSQL 13: exit %d, want 1 and an item \"[FAIL] postgres version: %s\"; its output:\n%s", code, want, out)
+	}
+}
+
+// runWithin runs outbox-cdc to completion and returns its exit code (-1 if
+// it had to be killed after d) and its output.
+func runWithin(t *testing.T, d time.Duration, args ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, binary, args...).CombinedOutput()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		if ctx.Err() != nil {
+			t.Errorf("outbox-cdc %s still running after %s: killed", args[0], d)
+		}
+		return exit.ExitCode(), string(out)
+	}
+	if err != nil {
+		t.Fatalf("run outbox-cdc: %v", err)
+	}
+	return 0, string(out)
 }

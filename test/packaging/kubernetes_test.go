@@ -1,19 +1,16 @@
 package packaging
 
 import (
-	"bytes"
-	"errors"
 	"io"
 	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
-
-	"go.yaml.in/yaml/v3"
 
 	"github.com/outbox-cdc/outbox-cdc/config"
 )
@@ -57,10 +54,13 @@ type manifest struct {
 		MaxUnavailable any `yaml:"maxUnavailable"`
 		MinAvailable   any `yaml:"minAvailable"`
 		// ServiceMonitor
+		JobLabel  string `yaml:"jobLabel"`
 		Endpoints []struct {
 			Port string `yaml:"port"`
 			Path string `yaml:"path"`
 		} `yaml:"endpoints"`
+		// PrometheusRule
+		Groups any `yaml:"groups"`
 	} `yaml:"spec"`
 	StringData map[string]string `yaml:"stringData"`
 	Resources  []string          `yaml:"resources"`
@@ -119,51 +119,6 @@ type probe struct {
 	} `yaml:"httpGet"`
 }
 
-// readManifests parses every document of every YAML file in deploy/kubernetes.
-func readManifests(t *testing.T) map[string]manifest {
-	t.Helper()
-	dir := filepath.Join(root(t), "deploy", "kubernetes")
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no manifests in %s: %v", dir, err)
-	}
-	out := map[string]manifest{}
-	var names []string
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dec := yaml.NewDecoder(bytes.NewReader(b))
-		for {
-			var m manifest
-			err := dec.Decode(&m)
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatalf("%s: %v", filepath.Base(f), err)
-			}
-			if m.Kind == "" || m.APIVersion == "" {
-				t.Errorf("%s: a document without kind or apiVersion", filepath.Base(f))
-			}
-			out[m.Kind] = m
-		}
-		names = append(names, filepath.Base(f))
-	}
-	for _, name := range names {
-		if name != "kustomization.yaml" && !slices.Contains(out["Kustomization"].Resources, name) {
-			t.Errorf("kustomization.yaml does not list %s", name)
-		}
-	}
-	for _, kind := range []string{"Deployment", "Service", "PodDisruptionBudget", "ServiceMonitor", "Secret", "Kustomization"} {
-		if _, ok := out[kind]; !ok {
-			t.Errorf("deploy/kubernetes has no %s", kind)
-		}
-	}
-	return out
-}
-
 // selector returns the labels m selects pods (or, for a ServiceMonitor,
 // Services) by.
 func (m manifest) selector() map[string]string {
@@ -178,36 +133,69 @@ func (m manifest) selector() map[string]string {
 	return out
 }
 
-// TestKubernetesManifests holds deploy/kubernetes against the binary: every
-// OUTBOX_CDC_* variable is one `run` reads and together they parse as a
-// configuration; the probes ask the relay's HTTP port for /healthz and
-// /readyz; the pod runs as non-root on a read-only root filesystem without
-// privilege escalation; secrets arrive as files; the Service, the
-// ServiceMonitor and the PodDisruptionBudget select the pods.
+// TestKubernetesManifests renders deploy/kubernetes with kustomize, as
+// `kubectl apply -k` would, both the base and the overlay with the
+// Prometheus Operator's component, and holds each render against the
+// binary: every OUTBOX_CDC_* variable is one `run` reads and together they
+// parse as a configuration; the probes ask the relay's HTTP port for
+// /healthz and /readyz; the pod runs as non-root on a read-only root
+// filesystem without privilege escalation; secrets arrive as files; the
+// Service, the ServiceMonitor and the PodDisruptionBudget select the pods.
+// The base holds built-in kinds only, so it applies on a bare cluster.
 func TestKubernetesManifests(t *testing.T) {
-	ms := readManifests(t)
+	base := renderKustomize(t, "deploy/kubernetes")
+	t.Run("base", func(t *testing.T) {
+		for _, o := range base {
+			if !builtinAPIs[o.APIVersion] {
+				t.Errorf("the base holds a %s (%s): kubectl apply -k fails on a cluster without its CRD", o.Kind, o.APIVersion)
+			}
+		}
+		checkKinds(t, base, "Deployment", "PodDisruptionBudget", "Secret", "Service")
+		checkListed(t, "deploy/kubernetes/base")
+		checkRelay(t, base)
+	})
+	t.Run("prometheus-operator", func(t *testing.T) {
+		checkListed(t, "deploy/kubernetes/components/prometheus-operator")
+		withOperator := renderKustomize(t, "deploy/kubernetes/overlays/prometheus-operator")
+		checkKinds(t, withOperator, "Deployment", "PodDisruptionBudget", "PrometheusRule", "Secret", "Service", "ServiceMonitor")
+		for kind, o := range base {
+			if !reflect.DeepEqual(withOperator[kind].raw, o.raw) {
+				t.Errorf("the overlay's %s differs from the base's", kind)
+			}
+		}
+		checkRelay(t, withOperator)
+		checkServiceMonitor(t, withOperator)
+		checkPrometheusRule(t, withOperator)
+	})
+}
+
+// checkRelay holds one render's Deployment, Service, PodDisruptionBudget
+// and Secret against the binary.
+func checkRelay(t *testing.T, ms map[string]object) {
+	t.Helper()
+	checkWorkload(t, ms)
+	cfg := checkEnvironment(t, ms)
+	checkPorts(t, ms, cfg)
+}
+
+// checkWorkload checks the replicas, the selectors, the rollout and the
+// pod's security and resources.
+func checkWorkload(t *testing.T, ms map[string]object) {
+	t.Helper()
 	d := ms["Deployment"]
 	if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
 		t.Errorf("Deployment replicas %v, want 2 (one streams, one stands by)", d.Spec.Replicas)
 	}
 	podLabels := d.Spec.Template.Metadata.Labels
-	selects := func(what string, sel map[string]string) {
-		t.Helper()
+	for _, kind := range []string{"Deployment", "Service", "PodDisruptionBudget"} {
+		sel := ms[kind].selector()
 		if len(sel) == 0 {
-			t.Errorf("%s has no selector", what)
+			t.Errorf("the %s has no selector", kind)
 		}
 		for k, v := range sel {
 			if podLabels[k] != v {
-				t.Errorf("%s selects %s=%s, which the pods do not carry (%v)", what, k, v, podLabels)
+				t.Errorf("the %s selects %s=%s, which the pods do not carry (%v)", kind, k, v, podLabels)
 			}
-		}
-	}
-	selects("the Deployment", d.selector())
-	selects("the Service", ms["Service"].selector())
-	selects("the PodDisruptionBudget", ms["PodDisruptionBudget"].selector())
-	for k, v := range ms["ServiceMonitor"].selector() {
-		if ms["Service"].Metadata.Labels[k] != v {
-			t.Errorf("the ServiceMonitor selects %s=%s, which the Service does not carry", k, v)
 		}
 	}
 	if !ms["Service"].Spec.PublishNotReadyAddresses {
@@ -219,7 +207,6 @@ func TestKubernetesManifests(t *testing.T) {
 	if ru := d.Spec.Strategy.RollingUpdate; ru.MaxUnavailable != 0 || ru.MaxSurge != 1 {
 		t.Errorf("rolling update maxSurge %v maxUnavailable %v, want 1 and 0", ru.MaxSurge, ru.MaxUnavailable)
 	}
-
 	pod := d.Spec.Template.Spec
 	if len(pod.Containers) != 1 {
 		t.Fatalf("%d containers, want 1", len(pod.Containers))
@@ -239,9 +226,15 @@ func TestKubernetesManifests(t *testing.T) {
 	if !slices.Equal(c.Args, []string{"run"}) {
 		t.Errorf("args %v, want [run]", c.Args)
 	}
+}
 
-	// The environment: only variables run reads, secrets as files that
-	// the secret volume provides, and together a configuration run accepts.
+// checkEnvironment checks that the container's environment holds only
+// variables run reads, secrets as files the Secret's volume provides, and
+// together a configuration run accepts, which it returns.
+func checkEnvironment(t *testing.T, ms map[string]object) config.Config {
+	t.Helper()
+	pod := ms["Deployment"].Spec.Template.Spec
+	c := pod.Containers[0]
 	names := runEnvNames(t)
 	mounts := map[string]string{}
 	for _, m := range c.VolumeMounts {
@@ -267,10 +260,8 @@ func TestKubernetesManifests(t *testing.T) {
 			t.Errorf("%s is not a variable outbox-cdc run reads", e.Name)
 			continue
 		}
-		if strings.Contains(e.Name, "PASSWORD") || strings.Contains(e.Name, "POSTGRES_URL") {
-			if !isFile {
-				t.Errorf("%s holds a secret: give it as %s_FILE from the Secret", e.Name, e.Name)
-			}
+		if (strings.Contains(e.Name, "PASSWORD") || strings.Contains(e.Name, "POSTGRES_URL")) && !isFile {
+			t.Errorf("%s holds a secret: give it as %s_FILE from the Secret", e.Name, e.Name)
 		}
 		value := e.Value
 		if isFile {
@@ -291,27 +282,26 @@ func TestKubernetesManifests(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the Deployment's environment is not a configuration run accepts: %v", err)
 	}
+	return cfg
+}
 
-	// Probes and ports against --http-addr.
-	_, port, err := net.SplitHostPort(cfg.HTTPAddr)
+// checkPorts checks the probes, the scrape annotations, the Service's port
+// and the grace period against --http-addr and --drain-timeout.
+func checkPorts(t *testing.T, ms map[string]object, cfg config.Config) {
+	t.Helper()
+	d := ms["Deployment"]
+	pod := d.Spec.Template.Spec
+	c := pod.Containers[0]
+	host, port, err := net.SplitHostPort(cfg.HTTPAddr)
 	if err != nil || port == "" {
 		t.Fatalf("OUTBOX_CDC_HTTP_ADDR %q: %v", cfg.HTTPAddr, err)
 	}
-	if host, _, _ := net.SplitHostPort(cfg.HTTPAddr); host != "" && host != "0.0.0.0" {
+	if host != "" && host != "0.0.0.0" {
 		t.Errorf("OUTBOX_CDC_HTTP_ADDR %q listens on %s only: the kubelet and Prometheus could not reach it", cfg.HTTPAddr, host)
 	}
 	portNames := map[string]string{}
 	for _, p := range c.Ports {
 		portNames[p.Name] = strconv.Itoa(p.ContainerPort)
-	}
-	resolve := func(p any) string {
-		switch v := p.(type) {
-		case int:
-			return strconv.Itoa(v)
-		case string:
-			return portNames[v]
-		}
-		return ""
 	}
 	for _, pr := range []struct {
 		name string
@@ -322,9 +312,9 @@ func TestKubernetesManifests(t *testing.T) {
 			t.Errorf("no %s probe", pr.name)
 			continue
 		}
-		if pr.p.HTTPGet.Path != pr.path || resolve(pr.p.HTTPGet.Port) != port {
+		if got := resolvePort(portNames, pr.p.HTTPGet.Port); pr.p.HTTPGet.Path != pr.path || got != port {
 			t.Errorf("%s probe GET %s on port %v (%s), want %s on %s (--http-addr %s)", pr.name, pr.p.HTTPGet.Path, pr.p.HTTPGet.Port,
-				resolve(pr.p.HTTPGet.Port), pr.path, port, cfg.HTTPAddr)
+				got, pr.path, port, cfg.HTTPAddr)
 		}
 	}
 	ann := d.Spec.Template.Metadata.Annotations
@@ -332,13 +322,21 @@ func TestKubernetesManifests(t *testing.T) {
 		t.Errorf("scrape annotations port %q path %q, want %s and /metrics", ann["prometheus.io/port"], ann["prometheus.io/path"], port)
 	}
 	svc := ms["Service"].Spec
-	if len(svc.Ports) != 1 || resolve(svc.Ports[0].TargetPort) != port {
+	if len(svc.Ports) != 1 || resolvePort(portNames, svc.Ports[0].TargetPort) != port {
 		t.Errorf("the Service's port does not reach the container's %s: %+v", port, svc.Ports)
-	}
-	if eps := ms["ServiceMonitor"].Spec.Endpoints; len(eps) != 1 || eps[0].Port != svc.Ports[0].Name || eps[0].Path != "/metrics" {
-		t.Errorf("the ServiceMonitor's endpoint %+v does not scrape the Service's port %q at /metrics", eps, svc.Ports[0].Name)
 	}
 	if grace := pod.TerminationGracePeriodSeconds; float64(grace) <= cfg.DrainTimeout.Seconds() {
 		t.Errorf("terminationGracePeriodSeconds %d does not outlast --drain-timeout %s: the kubelet would kill a draining relay", grace, cfg.DrainTimeout)
 	}
+}
+
+// resolvePort is a port given by number or by the container port's name.
+func resolvePort(names map[string]string, p any) string {
+	switch v := p.(type) {
+	case int:
+		return strconv.Itoa(v)
+	case string:
+		return names[v]
+	}
+	return ""
 }

@@ -1,0 +1,11 @@
+// Package dlq reads the dead-letter topic and replays dead letters: `outbox-cdc
+// dlq list` shows what is there, `outbox-cdc dlq replay` publishes the chosen
+// ones again to the topic they were meant for, once their cause is fixed.
+// Both return data (entries, a replay report) that cmd/outbox-cdc renders as
+// text or JSON. The dead-letter topic is only read, never consumed as a
+// group or trimmed: a dead letter stays there after its replay.
+//
+// A dead letter is published again as sink wrote it: an event that had a
+// null key (--null-key=allow) was dead-lettered keyed by its id, and is
+// replayed so.
+package dlq

@@ -1,0 +1,126 @@
+package dlq
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
+
+	"github.com/outbox-cdc/outbox-cdc/sink"
+)
+
+// Entry is one record of the dead-letter topic, as its headers describe it.
+type Entry struct {
+	Partition int32     `json:"partition"`
+	Offset    int64     `json:"offset"`
+	Time      time.Time `json:"time"`
+	Reason    string    `json:"reason"`          // outbox_cdc.reason; empty: not a dead letter outbox-cdc wrote
+	Error     string    `json:"error,omitempty"` // outbox_cdc.error
+	Topic     string    `json:"topic,omitempty"` // outbox_cdc.topic: the topic it was meant for; empty: not known
+	Table     string    `json:"table,omitempty"`
+	LSN       string    `json:"lsn,omitempty"`
+	ID        string    `json:"id,omitempty"`
+	Key       string    `json:"key"`
+	NullKey   bool      `json:"null_key,omitempty"`
+	Size      int       `json:"size"`                // bytes of the value, as the event had it
+	Truncated string    `json:"truncated,omitempty"` // what was left out to fit: value, or value,headers
+
+	key, value []byte // as read; value only while replaying
+	headers    []kafka.Header
+}
+
+// StrippedHeaders are the headers a dead letter carries to describe its
+// failure, which a replay leaves out (outbox_cdc.column.* stands for every
+// header with that prefix). Every other header, the key, the value and the
+// timestamp are published as the dead letter holds them.
+var StrippedHeaders = []string{sink.HeaderReason, sink.HeaderError, sink.HeaderTable, sink.HeaderLSN, sink.HeaderTopic,
+	sink.HeaderColumn + "*", sink.HeaderNull, sink.HeaderTruncated, sink.HeaderValueBytes}
+
+// describesFailure reports whether a header is one of StrippedHeaders.
+func describesFailure(key string) bool {
+	switch key {
+	case sink.HeaderReason, sink.HeaderError, sink.HeaderTable, sink.HeaderLSN, sink.HeaderTopic,
+		sink.HeaderNull, sink.HeaderTruncated, sink.HeaderValueBytes:
+		return true
+	}
+	return strings.HasPrefix(key, sink.HeaderColumn)
+}
+
+// entryOf reads a record of partition p; keepValue keeps its value.
+func entryOf(p int32, r *kafka.Record, keepValue bool) (Entry, error) {
+	key, err := protocol.ReadAll(r.Key)
+	if err != nil {
+		return Entry{}, fmt.Errorf("read key at %d/%d: %w", p, r.Offset, err)
+	}
+	value, err := protocol.ReadAll(r.Value)
+	if err != nil {
+		return Entry{}, fmt.Errorf("read value at %d/%d: %w", p, r.Offset, err)
+	}
+	e := Entry{Partition: p, Offset: r.Offset, Time: r.Time, Key: string(key), NullKey: key == nil, Size: len(value), key: key,
+		headers: append([]kafka.Header(nil), r.Headers...)}
+	if keepValue {
+		e.value = value
+	}
+	for _, h := range e.headers {
+		v := string(h.Value)
+		switch h.Key {
+		case sink.HeaderReason:
+			e.Reason = v
+		case sink.HeaderError:
+			e.Error = v
+		case sink.HeaderTopic:
+			e.Topic = v
+		case sink.HeaderTable:
+			e.Table = v
+		case sink.HeaderLSN:
+			e.LSN = v
+		case sink.HeaderTruncated:
+			e.Truncated = v
+		case sink.HeaderValueBytes:
+			if n, err := strconv.Atoi(v); err == nil {
+				e.Size = n
+			}
+		case "id":
+			e.ID = v
+		}
+	}
+	return e, nil
+}
+
+// unreplayable says why e cannot be replayed (to toTopic, or else to its
+// own topic), or "" when it can.
+func (e Entry) unreplayable(toTopic string) string {
+	switch {
+	case e.Reason == "":
+		return "not a dead letter outbox-cdc wrote (no " + sink.HeaderReason + " header)"
+	case strings.Contains(e.Truncated, "value"):
+		return fmt.Sprintf("its value (%d bytes) was left out to fit the dead-letter topic; publish the row again from the outbox table", e.Size)
+	case e.Topic == "" && toTopic == "":
+		return "the topic it was meant for is not recorded (a row that did not decode into an event has none); give --to-topic"
+	}
+	return ""
+}
+
+// message is e as published again to topic: its key, value, timestamp and
+// headers but those describing the failure.
+func (e Entry) message(topic string) kafka.Message {
+	m := kafka.Message{Topic: topic, Key: e.key, Value: e.value, Time: e.Time}
+	for _, h := range e.headers {
+		if !describesFailure(h.Key) {
+			m.Headers = append(m.Headers, h)
+		}
+	}
+	return m
+}
+
+// bytes is roughly what e takes in a produce request.
+func (e Entry) bytes() int {
+	n := len(e.key) + len(e.value)
+	for _, h := range e.headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
+}

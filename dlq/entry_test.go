@@ -1,0 +1,98 @@
+package dlq
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
+)
+
+func record(key, value []byte, headers ...string) *kafka.Record {
+	r := &kafka.Record{Offset: 42, Time: time.Unix(1700000000, 0)}
+	if key != nil {
+		r.Key = protocol.NewBytes(key)
+	}
+	if value != nil {
+		r.Value = protocol.NewBytes(value)
+	}
+	for i := 0; i < len(headers); i += 2 {
+		r.Headers = append(r.Headers, kafka.Header{Key: headers[i], Value: []byte(headers[i+1])})
+	}
+	return r
+}
+
+// TestEntryHeaders: a dead letter's headers describe it, and only those
+// describing the failure are left out of its replay, whatever their order.
+func TestEntryHeaders(t *testing.T) {
+	r := record([]byte("o-1"), []byte(`{"n":1}`),
+		"outbox_cdc.reason", "message_too_large", "outbox_cdc.error", "too big", "outbox_cdc.table", "public.outbox",
+		"outbox_cdc.lsn", "0/16B3748", "outbox_cdc.topic", "orders", "id", "e-1", "event_type", "created",
+		"outbox_cdc.column.extra", "x", "outbox_cdc.null", "a,b", "ce_id", "e-1", "outbox_cdc.commit_lsn", "0/16B3748",
+		"traceparent", "00-abc", "outbox_cdc.truncated", "headers", "outbox_cdc.value_bytes", "7", "outbox_cdc.xid", "9")
+	e, err := entryOf(3, r, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Entry{Partition: 3, Offset: 42, Time: r.Time, Reason: "message_too_large", Error: "too big", Topic: "orders",
+		Table: "public.outbox", LSN: "0/16B3748", ID: "e-1", Key: "o-1", Size: 7, Truncated: "headers"}
+	got := e
+	got.key, got.value, got.headers = nil, nil, nil
+	if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) {
+		t.Errorf("entry\n%+v, want\n%+v", got, want)
+	}
+	m := e.message("fixed")
+	var kept []string
+	for _, h := range m.Headers {
+		kept = append(kept, h.Key+"="+string(h.Value))
+	}
+	// The relay's own metadata headers (outbox_cdc.commit_lsn, xid) were on
+	// the event: they stay.
+	if got, want := strings.Join(kept, " "), "id=e-1 event_type=created ce_id=e-1 outbox_cdc.commit_lsn=0/16B3748 traceparent=00-abc outbox_cdc.xid=9"; got != want {
+		t.Errorf("replayed headers\n%s, want\n%s", got, want)
+	}
+	if m.Topic != "fixed" || string(m.Key) != "o-1" || string(m.Value) != `{"n":1}` || !m.Time.Equal(r.Time) {
+		t.Errorf("replayed message %+v", m)
+	}
+	for _, h := range StrippedHeaders {
+		if !describesFailure(strings.TrimSuffix(h, "*")+"x") && !describesFailure(h) {
+			t.Errorf("StrippedHeaders names %s, which a replay keeps", h)
+		}
+	}
+}
+
+func TestEntryNullKeyAndValue(t *testing.T) {
+	e, err := entryOf(0, record(nil, nil, "outbox_cdc.reason", "null_column"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !e.NullKey || e.key != nil || e.Size != 0 {
+		t.Errorf("null key and value: %+v", e)
+	}
+	e, _ = entryOf(0, record([]byte{}, []byte("v")), false)
+	if e.NullKey || e.key == nil || e.value != nil || e.Size != 1 {
+		t.Errorf("empty key, value not kept: %+v", e)
+	}
+}
+
+func TestUnreplayable(t *testing.T) {
+	for _, tt := range []struct {
+		e       Entry
+		toTopic string
+		want    string
+	}{
+		{Entry{Reason: "message_too_large", Topic: "orders"}, "", ""},
+		{Entry{Reason: "message_too_large", Topic: "orders", Truncated: "value", Size: 5000}, "", "value (5000 bytes) was left out"},
+		{Entry{Reason: "message_too_large", Topic: "orders", Truncated: "value,headers"}, "x", "was left out"},
+		{Entry{Reason: "null_column"}, "", "give --to-topic"},
+		{Entry{Reason: "null_column"}, "fixed", ""},
+		{Entry{Topic: "orders"}, "", "not a dead letter"},
+	} {
+		got := tt.e.unreplayable(tt.toTopic)
+		if tt.want == "" && got != "" || !strings.Contains(got, tt.want) {
+			t.Errorf("%+v to %q: %q, want %q", tt.e, tt.toTopic, got, tt.want)
+		}
+	}
+}

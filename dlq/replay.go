@@ -1,0 +1,214 @@
+package dlq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// Options say where and whether a replay publishes.
+type Options struct {
+	ToTopic string // publish every selected dead letter here, not to the topic it was meant for
+	DryRun  bool   // say what would be done, publish nothing
+}
+
+// Actions, an Outcome's fate.
+const (
+	Replayed    = "replayed"
+	WouldReplay = "would_replay" // a dry run's Replayed
+	Skipped     = "skipped"      // cannot be replayed as it is; Why says why
+	Failed      = "failed"       // Kafka refused it, or its topic does not exist
+	HeldBack    = "held_back"    // not sent: an earlier dead letter of its key failed
+)
+
+// Outcome is what a replay did with one selected dead letter.
+type Outcome struct {
+	Entry
+	To     string `json:"to,omitempty"` // the topic it was (or would be) published to
+	Action string `json:"action"`
+	Why    string `json:"why,omitempty"`
+}
+
+// Report says what a replay did: per topic how many were replayed, and the
+// fate of each selected dead letter, in partition and offset order.
+type Report struct {
+	DryRun   bool           `json:"dry_run"`
+	Replayed map[string]int `json:"replayed"` // by topic; in a dry run, what would be
+	Skipped  int            `json:"skipped"`
+	Failed   int            `json:"failed"` // held back included
+	Outcomes []Outcome      `json:"outcomes"`
+}
+
+// Chunks of a replay: one produce request per destination partition, at
+// most this many records and (but for one larger record) bytes.
+const (
+	chunkRecords = 100
+	chunkBytes   = 1 << 20
+)
+
+// Replay publishes the selected dead letters again, each to the topic it
+// was meant for (or opts.ToTopic), in offset order per dead-letter
+// partition, with acks=all. A dead letter that fails holds back the later
+// ones of its key, so that a key's events keep their order. Replaying twice
+// publishes twice: consumers that deduplicate by the id header (package
+// inbox) see each event once. The error is for what stopped the replay
+// (the brokers unreachable, ctx ended); the report says what it did so far.
+func Replay(ctx context.Context, cfg Config, sel Selection, opts Options) (*Report, error) {
+	tr := cfg.transport()
+	rp := &replay{Report: Report{DryRun: opts.DryRun, Replayed: map[string]int{}}, opts: opts,
+		client: cfg.client(tr), exists: map[string]error{}, failedKeys: map[string]bool{}}
+	if !opts.DryRun {
+		rp.w = &kafka.Writer{Addr: kafka.TCP(cfg.Brokers...), Transport: tr, Balancer: &kafka.Murmur2Balancer{},
+			RequiredAcks: kafka.RequireAll, BatchSize: chunkRecords, BatchBytes: 1 << 30, BatchTimeout: time.Millisecond,
+			Compression: kafka.Lz4}
+		defer rp.w.Close()
+	}
+	err := scan(ctx, rp.client, cfg.Topic, sel, true, func(es []Entry) error { return rp.entries(ctx, es) })
+	return &rp.Report, err
+}
+
+type replay struct {
+	Report
+	opts       Options
+	client     *kafka.Client
+	w          *kafka.Writer
+	exists     map[string]error // topic: nil, or why it cannot be published to
+	failedKeys map[string]bool  // keys of dead letters that failed
+}
+
+// entries replays es, one fetch of one partition, in chunks.
+func (rp *replay) entries(ctx context.Context, es []Entry) error {
+	var chunk []int // indexes into rp.Outcomes
+	size := 0
+	flush := func() {
+		if len(chunk) > 0 {
+			rp.send(ctx, chunk)
+		}
+		chunk, size = chunk[:0], 0
+	}
+	for _, e := range es {
+		o, err := rp.plan(ctx, e)
+		if err != nil {
+			return err
+		}
+		rp.Outcomes = append(rp.Outcomes, o)
+		if o.Action != "" {
+			rp.settle(len(rp.Outcomes) - 1)
+			continue
+		}
+		if len(chunk) == chunkRecords || len(chunk) > 0 && size+e.bytes() > chunkBytes {
+			flush()
+		}
+		chunk, size = append(chunk, len(rp.Outcomes)-1), size+e.bytes()
+	}
+	flush()
+	return ctx.Err()
+}
+
+// plan decides e's destination, or its fate when it cannot be sent.
+func (rp *replay) plan(ctx context.Context, e Entry) (Outcome, error) {
+	o := Outcome{Entry: e, To: e.Topic}
+	if rp.opts.ToTopic != "" {
+		o.To = rp.opts.ToTopic
+	}
+	if why := e.unreplayable(rp.opts.ToTopic); why != "" {
+		o.To, o.Action, o.Why = "", Skipped, why
+		return o, nil
+	}
+	if !e.NullKey && rp.failedKeys[e.Key] {
+		o.Action, o.Why = HeldBack, "an earlier dead letter of its key failed"
+		return o, nil
+	}
+	why, err := rp.topic(ctx, o.To)
+	if err != nil {
+		return o, err
+	}
+	switch {
+	case why != nil:
+		o.Action, o.Why = Failed, why.Error()
+	case rp.DryRun:
+		o.Action = WouldReplay
+	}
+	return o, nil
+}
+
+// topic says why topic cannot be published to (nil: it can), asking the
+// broker once per topic. The error is for a broker that cannot be asked.
+func (rp *replay) topic(ctx context.Context, topic string) (why, err error) {
+	if why, ok := rp.exists[topic]; ok {
+		return why, nil
+	}
+	md, err := rp.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	if err != nil {
+		return nil, fmt.Errorf("metadata of %s: %w", topic, err)
+	}
+	switch {
+	case len(md.Topics) != 1:
+		why = fmt.Errorf("topic %s is not in the broker's answer", topic)
+	case errors.Is(md.Topics[0].Error, kafka.UnknownTopicOrPartition):
+		why = fmt.Errorf("topic %s does not exist; create it (a replay creates no topic)", topic)
+	case md.Topics[0].Error != nil:
+		why = fmt.Errorf("topic %s: %w", topic, md.Topics[0].Error)
+	}
+	rp.exists[topic] = why
+	return why, nil
+}
+
+// send publishes a chunk; what Kafka refuses is sent again one by one, in
+// order, so that a request too large for the topic as a whole still goes.
+func (rp *replay) send(ctx context.Context, chunk []int) {
+	msgs := make([]kafka.Message, len(chunk))
+	for i, j := range chunk {
+		msgs[i] = rp.Outcomes[j].message(rp.Outcomes[j].To)
+	}
+	errs := writeErrors(rp.w.WriteMessages(ctx, msgs...), len(msgs))
+	for i, j := range chunk {
+		o := &rp.Outcomes[j]
+		switch {
+		case errs[i] == nil:
+			o.Action = Replayed
+		case !o.NullKey && rp.failedKeys[o.Key]:
+			o.Action, o.Why = HeldBack, "an earlier dead letter of its key failed"
+		default:
+			if err := rp.w.WriteMessages(ctx, msgs[i]); err != nil {
+				o.Action, o.Why = Failed, writeErrors(err, 1)[0].Error()
+			} else {
+				o.Action = Replayed
+			}
+		}
+		rp.settle(j)
+	}
+}
+
+// writeErrors is each message's error from WriteMessages' error.
+func writeErrors(err error, n int) []error {
+	var we kafka.WriteErrors
+	if errors.As(err, &we) && len(we) == n {
+		return we
+	}
+	errs := make([]error, n)
+	for i := range errs {
+		errs[i] = err
+	}
+	return errs
+}
+
+// settle counts outcome i, whose action is decided.
+func (rp *replay) settle(i int) {
+	o := &rp.Outcomes[i]
+	switch o.Action {
+	case Replayed, WouldReplay:
+		rp.Replayed[o.To]++
+	case Skipped:
+		rp.Skipped++
+	case Failed, HeldBack:
+		rp.Failed++
+		if !o.NullKey {
+			rp.failedKeys[o.Key] = true
+		}
+	}
+	o.key, o.value, o.headers = nil, nil, nil // the report keeps what it shows
+}

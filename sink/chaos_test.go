@@ -1,0 +1,198 @@
+package sink
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/outbox-cdc/outbox-cdc/decode"
+)
+
+// chance is a seeded coin shared by the fault injectors.
+type chance struct {
+	mu  sync.Mutex
+	rng *rand.Rand
+}
+
+func (c *chance) below(p float64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rng.Float64() < p
+}
+
+func (c *chance) intN(n int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rng.IntN(n)
+}
+
+// TestProducerUnderRandomFaults drives the writer against a 3-broker fake
+// cluster that fails partitions of produce requests at random (some after
+// writing them, which makes duplicates), delays requests, moves partition
+// leaders every few tens of milliseconds, and grows the topic from 3 to 5
+// partitions halfway. The model is a log per key: every event is
+// acknowledged exactly once, acknowledgements follow publish order per key,
+// every event is in the topic, and reading the partitions, each key's events
+// first appear in publish order, within a partition and across the old and
+// new partition of a key that moved. Duplicates are allowed (at least
+// once) and counted.
+func TestProducerUnderRandomFaults(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	coin := &chance{rng: rand.New(rand.NewPCG(seed, seed>>1))}
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(3, "chaos"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	var delayed atomic.Int64
+	cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		cluster.KeepControl()
+		if coin.below(0.05) {
+			delayed.Add(1)
+			d := time.Duration(5+coin.intN(25)) * time.Millisecond
+			cluster.SleepControl(func() { time.Sleep(d) })
+		}
+		return nil, nil, false
+	})
+	// When is asked per partition: each partition of a request fails alone.
+	faults := cluster.Fault(
+		kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "chaos", Err: kerr.NotLeaderForPartition, Count: -1,
+			When: func(kmsg.Request) bool { return coin.below(0.06) }},
+		kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "chaos", Err: kerr.NotEnoughReplicas, Count: -1,
+			When: func(kmsg.Request) bool { return coin.below(0.03) }},
+		// Written, then answered as timed out: the retry duplicates it.
+		kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "chaos", Err: kerr.RequestTimedOut, Count: -1,
+			When: func(kmsg.Request) bool { return coin.below(0.03) }},
+	)
+
+	topic, _ := ParseTopic("chaos")
+	const events, keys = 3000, 30
+	f := newFates(events)
+	w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 20, BatchTimeout: 2 * time.Millisecond,
+		MetadataMaxAge: 100 * time.Millisecond, MissingTopicTimeout: 10 * time.Second}, f.done)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	stopMoving := make(chan struct{})
+	var moving sync.WaitGroup
+	var moves atomic.Int64
+	moving.Go(func() { // leaders move until every event is published
+		for {
+			select {
+			case <-stopMoving:
+				return
+			case <-time.After(30 * time.Millisecond):
+			}
+			n := len(cluster.PartitionInfos("chaos"))
+			if cluster.MoveTopicPartition("chaos", int32(coin.intN(n)), int32(coin.intN(3))) == nil {
+				moves.Add(1)
+			}
+		}
+	})
+	for i := range events {
+		if i == events/2 {
+			client := &kafka.Client{Addr: kafka.TCP(cluster.ListenAddrs()...)}
+			if res, err := client.CreatePartitions(ctx, &kafka.CreatePartitionsRequest{Topics: []kafka.TopicPartitionsConfig{{Name: "chaos", Count: 5}}}); err != nil || res.Errors["chaos"] != nil {
+				t.Fatalf("create partitions: %v %v", err, res)
+			}
+		}
+		ev := &decode.Event{ID: fmt.Sprint(i), AggregateType: "t", AggregateID: fmt.Sprintf("k%d", i%keys), EventType: "e",
+			Payload: binary.BigEndian.AppendUint32(nil, uint32(i/keys))}
+		if err := w.Publish(ctx, ev, uint64(i)); err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+		if i%10 == 0 {
+			time.Sleep(4 * time.Millisecond) // about 1.5 s: requests interleave with moves and the growth
+		}
+	}
+	close(stopMoving)
+	moving.Wait()
+	f.wait(ctx, t, w) // each event acknowledged once, no failure, Close returned
+
+	checkAckOrder(t, f, keys)
+	total, distinct, moved := checkLog(ctx, t, cluster.ListenAddrs(), "chaos", 5)
+	if distinct != events {
+		t.Errorf("%d distinct events in the topic, want %d", distinct, events)
+	}
+	if faults.Hits() == 0 || moves.Load() == 0 || moved == 0 {
+		t.Fatalf("%d faults, %d leader moves, %d keys moved to a new partition: the test proves too little", faults.Hits(), moves.Load(), moved)
+	}
+	t.Logf("%d events: %d partition faults, %d delayed requests, %d leader moves, 3 → 5 partitions (%d keys moved); %d records, %d duplicates, order kept per key",
+		events, faults.Hits(), delayed.Load(), moves.Load(), moved, total, total-distinct)
+}
+
+// checkAckOrder checks that each key's events were acknowledged in the
+// order they were published (token i belongs to key i%keys).
+func checkAckOrder(t *testing.T, f *fates, keys int) {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	last := map[uint64]uint64{}
+	for _, tok := range f.order {
+		k := tok % uint64(keys)
+		if prev, ok := last[k]; ok && tok < prev {
+			t.Errorf("key k%d: event %d acknowledged after event %d", k, tok, prev)
+		}
+		last[k] = tok
+	}
+}
+
+// checkLog reads every partition of topic and checks that each key's
+// events (payload: its sequence number) first appear in order: within a
+// partition, and across partitions, all of a key's first appearances in one
+// partition come before those in the next it moved to. It returns the
+// records read, the distinct events and how many keys span partitions.
+func checkLog(ctx context.Context, t *testing.T, brokers []string, topic string, partitions int) (total, distinct, moved int) {
+	t.Helper()
+	type span struct{ lo, hi uint32 }
+	spans := map[string]map[int]*span{} // key → partition → first appearances
+	seen := map[string]bool{}
+	for p := range partitions {
+		next := map[string]uint32{}
+		for _, m := range readPartition(ctx, t, brokers, topic, p) {
+			total++
+			if id, _ := headerOf(m.Headers, "id"); seen[id] {
+				continue
+			} else {
+				seen[id] = true
+			}
+			k, n := string(m.Key), binary.BigEndian.Uint32(m.Value)
+			if prev, ok := next[k]; ok && n < prev {
+				t.Errorf("key %s, partition %d: event %d first written after event %d", k, p, n, prev-1)
+			}
+			next[k] = n + 1
+			if spans[k] == nil {
+				spans[k] = map[int]*span{}
+			}
+			if s := spans[k][p]; s == nil {
+				spans[k][p] = &span{n, n}
+			} else {
+				s.lo, s.hi = min(s.lo, n), max(s.hi, n)
+			}
+		}
+	}
+	for k, ps := range spans {
+		if len(ps) > 1 {
+			moved++
+		}
+		for p, a := range ps {
+			for q, b := range ps {
+				if p != q && a.lo < b.lo && a.hi > b.lo {
+					t.Errorf("key %s: events %d–%d in partition %d interleave with %d–%d in partition %d", k, a.lo, a.hi, p, b.lo, b.hi, q)
+				}
+			}
+		}
+	}
+	return total, len(seen), moved
+}

@@ -1,0 +1,98 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// TestFrozenInstanceSendsNothing (issue 22, item 12): the streaming relay
+// is frozen (SIGSTOP) with events queued, its walsender terminated; the
+// standby takes over and publishes everything. When the frozen one wakes,
+// its replication connection is gone: it must send nothing of what it
+// had, nor retry anything, and it stands by.
+func TestFrozenInstanceSendsNothing(t *testing.T) {
+	o := newOutbox(t, "frozen", defaultColumns)
+	topic := o.name + ".Order"
+	// Requests paced 2 s apart with room for everything: at any moment the
+	// first relay holds up to 2 s of events queued and not yet sent.
+	first := startRelay(t, o.args("--batch-timeout", "2s", "--batch-size", "100000")...)
+	second := startRelayNoWait(t, o.args()...)
+	ctx := context.Background()
+
+	var mu sync.Mutex
+	var ids []string
+	stop := make(chan struct{})
+	var writers sync.WaitGroup
+	writers.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			id := uuid.NewString()
+			if _, err := o.db.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (id, aggregate_type, aggregate_id, event_type, payload) VALUES ($1, 'Order', $2, 'Placed', '{}')`,
+				o.name), id, fmt.Sprint(i%8)); err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			ids = append(ids, id)
+			mu.Unlock()
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+	time.Sleep(3500 * time.Millisecond)
+	if err := first.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = first.cmd.Process.Signal(syscall.SIGCONT) })
+	if _, err := o.db.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1`, o.name); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second) // the standby takes over meanwhile
+	close(stop)
+	writers.Wait()
+	mu.Lock()
+	want := len(ids)
+	mu.Unlock()
+	consume(t, []string{topic}, want, time.Minute)
+	if second.countLines("msg=streaming") != 1 {
+		t.Fatal("the standby did not take over")
+	}
+	_, before, err := endOffsets(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if err := first.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Second)
+	_, after, err := endOffsets(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after != before {
+		t.Errorf("the woken instance published %d records after another took its slot over", after-before)
+	}
+	if !first.running() {
+		t.Error("the woken instance exited; it should stand by")
+	}
+	if n := first.countLines("standing by"); n != 1 {
+		t.Errorf("the woken instance logged %q %d times, want once", "standing by", n)
+	}
+	abandoned := first.countLines("events not yet acknowledged are abandoned")
+	t.Logf("%d events; the woken instance published %d records after the takeover; it said it abandoned its events %d times",
+		want, after-before, abandoned)
+	if abandoned == 0 && !strings.Contains(first.logText(), "replication connection lost") {
+		t.Log("(it had nothing in hand when frozen)")
+	}
+}

@@ -1,0 +1,176 @@
+package packaging
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"crypto/sha256"
+	"debug/buildinfo"
+	"debug/elf"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// The SHA-256 of the Apache License 2.0 as the Apache Software Foundation
+// publishes it (LICENSE-2.0.txt): LICENSE must be that text, unmodified.
+const apache2SHA256 = "c71d239df91726fc519c6eb72d318ec65820627232b2f796219e87dcf35d0ab4"
+
+// TestReleaseArchives runs make dist's script for this machine's platform
+// and checks what a user downloads: SHA256SUMS verifies, the archive holds
+// the binary, the license, the changelog, the README and the SQL; the
+// binary is static and says its version; the SBOM names every module linked
+// into it at the version linked, and the binary's hash.
+func TestReleaseArchives(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("ELF inspection: linux only")
+	}
+	if b, err := os.ReadFile(filepath.Join(root(t), "LICENSE")); err != nil || sha256Hex(b) != apache2SHA256 {
+		t.Errorf("LICENSE is not the Apache License 2.0 text, unmodified (%v)", err)
+	}
+	dist := t.TempDir()
+	const version = "v0.0.0-disttest"
+	cmd := exec.Command(filepath.Join(root(t), "scripts", "release.sh"), "dist")
+	cmd.Dir = root(t)
+	cmd.Env = append(os.Environ(), "VERSION="+version, "COMMIT=abc1234", "DIST="+dist, "PLATFORMS=linux/"+runtime.GOARCH)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("scripts/release.sh dist: %v\n%s", err, out)
+	}
+	sums := exec.Command("sha256sum", "--check", "--strict", "SHA256SUMS")
+	sums.Dir = dist
+	if out, err := sums.CombinedOutput(); err != nil {
+		t.Errorf("sha256sum --check: %v\n%s", err, out)
+	}
+
+	name := "outbox-cdc_" + version + "_linux_" + runtime.GOARCH
+	unpacked := t.TempDir()
+	files := untar(t, filepath.Join(dist, name+".tar.gz"), unpacked)
+	want := []string{"CHANGELOG.md", "LICENSE", "NOTICE", "README.md", "outbox-cdc", "outbox_emit.sql", "publication.sql"}
+	if strings.Join(files, " ") != strings.Join(prefixed(name+"/", want), " ") {
+		t.Errorf("archive holds %v; want %v under %s/", files, want, name)
+	}
+	bin := filepath.Join(unpacked, name, "outbox-cdc")
+	checkStatic(t, bin)
+	if v, err := exec.Command(bin, "--version").Output(); err != nil || !strings.HasPrefix(string(v), "outbox-cdc "+version+" (commit abc1234") {
+		t.Errorf("--version: %q %v", v, err)
+	}
+	checkSBOM(t, filepath.Join(dist, name+".spdx.json"), bin, version)
+}
+
+func sha256Hex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+func prefixed(p string, names []string) []string {
+	var out []string
+	for _, n := range names {
+		out = append(out, p+n)
+	}
+	return out
+}
+
+// untar extracts a .tar.gz into dir and returns its files' names, sorted.
+func untar(t *testing.T, path, dir string) []string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	gz, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	var names []string
+	tr := tar.NewReader(gz)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if h.Typeflag != tar.TypeReg {
+			continue
+		}
+		names = append(names, h.Name)
+		dst := filepath.Join(dir, filepath.Clean(h.Name))
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(tr)
+		if err := os.WriteFile(dst, b, os.FileMode(h.Mode)&0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// checkStatic: the binary needs no dynamic loader, so it runs on a scratch
+// image and under chroot.
+func checkStatic(t *testing.T, bin string) {
+	t.Helper()
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Errorf("the binary asks for a dynamic loader")
+		}
+	}
+	if libs, _ := f.ImportedLibraries(); len(libs) > 0 {
+		t.Errorf("the binary links %v", libs)
+	}
+}
+
+func checkSBOM(t *testing.T, path, bin, version string) {
+	t.Helper()
+	var doc struct {
+		SPDXVersion string `json:"spdxVersion"`
+		Packages    []struct {
+			Name        string `json:"name"`
+			VersionInfo string `json:"versionInfo"`
+			Checksums   []struct {
+				Value string `json:"checksumValue"`
+			} `json:"checksums"`
+		} `json:"packages"`
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &doc); err != nil || doc.SPDXVersion != "SPDX-2.3" || len(doc.Packages) < 2 {
+		t.Fatalf("%s: %v, %s, %d packages", path, err, doc.SPDXVersion, len(doc.Packages))
+	}
+	raw, _ := os.ReadFile(bin)
+	if m := doc.Packages[0]; m.VersionInfo != version || len(m.Checksums) != 1 || m.Checksums[0].Value != sha256Hex(raw) {
+		t.Errorf("the SBOM's first package is not this binary at %s: %+v", version, m)
+	}
+	listed := map[string]string{}
+	for _, p := range doc.Packages {
+		listed[p.Name] = p.VersionInfo
+	}
+	bi, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range bi.Deps {
+		if listed[m.Path] != m.Version {
+			t.Errorf("the SBOM lists %s at %q; the binary links %s", m.Path, listed[m.Path], m.Version)
+		}
+	}
+	if len(bi.Deps) < 10 || listed["stdlib"] != strings.Fields(bi.GoVersion)[0] {
+		t.Errorf("%d modules in the binary; stdlib %q for %s", len(bi.Deps), listed["stdlib"], bi.GoVersion)
+	}
+}
