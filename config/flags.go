@@ -65,7 +65,7 @@ func newFlagSet(c *Config, g group) (*flag.FlagSet, *rawFlags) {
 	if g&gSlot != 0 {
 		fs.StringVar(&raw.table, "table", "public.outbox", "outbox tables, comma-separated, each optionally schema-qualified; one publication and one slot carry them all; empty: no table, only --message-prefix messages")
 		fs.StringVar(&c.MessagePrefix, "message-prefix", "outbox", "prefix of the transactional logical decoding messages relayed as events (outbox.Writer's Emit, sql/outbox_emit.sql): pg_logical_emit_message(true, PREFIX, CONTENT), CONTENT in the encoding of docs/messages.md; they go to --topic; empty: none")
-		fs.StringVar(&raw.config, "config", "", "YAML or JSON file with settings beyond flags: each table's own columns, header columns and topic (see README)")
+		fs.StringVar(&raw.config, "config", "", "YAML or JSON file with settings beyond flags: each table's own columns, header columns and topic (see docs/reference.md)")
 		fs.StringVar(&c.Publication, "publication", "outbox_cdc", "publication carrying the outbox table's INSERTs; run creates it when missing")
 		fs.StringVar(&c.Slot, "slot", "outbox_cdc", "logical replication slot (plugin pgoutput); run creates it when missing")
 		fs.StringVar(&c.SlotFailover, "slot-failover", "auto", "create the slot failover-enabled, so that standbys with sync_replication_slots=on keep a copy and their promotion keeps it: auto (on PostgreSQL 17 and newer), true or false; an existing slot that should be and is not gets a warning with the fix")

@@ -29,7 +29,7 @@ fetch() {
   command -v java >/dev/null || { echo "kafka.sh: java not found (apt-get install openjdk-17-jre-headless)" >&2; exit 1; }
   local tmp="$libs.tmp.$$"
   mkdir -p "$tmp"
-  mvn -q -B -f "$here/kafka/pom.xml" dependency:copy-dependencies -DoutputDirectory="$tmp" -DincludeScope=runtime >&2 \
+  mvn -q -B -C -f "$here/kafka/pom.xml" dependency:copy-dependencies -DoutputDirectory="$tmp" -DincludeScope=runtime >&2 \
     || { echo "kafka.sh: mvn could not resolve Kafka $KAFKA_VERSION from Maven Central" >&2; rm -rf "$tmp"; exit 1; }
   rm -rf "$libs" && mv "$tmp" "$libs"
 }

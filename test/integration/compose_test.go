@@ -189,18 +189,7 @@ func TestComposeStackWithoutDocker(t *testing.T) {
 		t.Errorf("writer stderr: %s", writer.stderr.String())
 	}
 
-	ids := map[string]bool{}
-	rows, err := conn.Query(context.Background(), `SELECT id::text FROM outbox WHERE headers->>'source' = 'compose-writer'`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		ids[id] = true
-	}
+	ids := writer.ids(t, conn)
 	msgs := readWhenPresent(t, "outbox.event.order", len(ids), time.Minute)
 	for _, m := range msgs {
 		id, _ := header(m, "id")
@@ -312,6 +301,24 @@ func (w *composeWriter) rows(t *testing.T, conn *pgx.Conn) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// ids are the ids of the rows the writer has inserted.
+func (w *composeWriter) ids(t *testing.T, conn *pgx.Conn) map[string]bool {
+	t.Helper()
+	rows, err := conn.Query(context.Background(), `SELECT id::text FROM outbox WHERE headers->>'source' = 'compose-writer'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		out[id] = true
+	}
+	return out
 }
 
 // waitRows waits until the writer has inserted at least n rows (one a

@@ -107,6 +107,7 @@ func TestRunbook(t *testing.T) {
 	if commands < 10 {
 		t.Errorf("found %d outbox-cdc command lines in docs/operations.md", commands)
 	}
+	t.Logf("%d outbox-cdc command lines checked", commands)
 
 	var rules struct {
 		Groups []struct {
