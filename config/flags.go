@@ -43,7 +43,7 @@ var commandGroups = map[string]group{
 var commandHelp = map[string]string{
 	CmdRun:    "Streams a Postgres outbox table to Kafka through logical replication.",
 	CmdCheck:  "Checks Postgres and Kafka for everything run needs, and prints the fix for each item that fails. Exit 1 if any fails.",
-	CmdSetup:  "Creates the publication and the replication slot, and grants --role what run needs (--print: only print the SQL); with --kafka-brokers, also the dead-letter topic and fixed event topics (--topic-partitions, --topic-replication-factor, --topic-config).",
+	CmdSetup:  "Creates the publication and the replication slot (with --backfill-where, not the slot: run creates it, exporting the snapshot the backfill reads), and grants --role what run needs (--print: only print the SQL); with --kafka-brokers, also the dead-letter topic and fixed event topics (--topic-partitions, --topic-replication-factor, --topic-config).",
 	CmdStatus: "Prints where the replication slot stands: its position, the WAL it retains, wal_status, and whether a consumer streams it.",
 
 	CmdDLQList:   dlqListHelp,

@@ -293,7 +293,8 @@ func readSlot(ctx context.Context, conn *pgx.Conn, slot string) (slotRow, error)
 
 // SetupSQL returns the statements that make Postgres ready for `outbox-cdc
 // run` as role (empty: no grants): the publication, the slot, and what a
-// least-privilege role needs. With conn, statements already in effect are
+// least-privilege role needs; with backfill, not the slot, which run creates
+// exporting its snapshot. With conn, statements already in effect are
 // left out; with a nil conn, every statement is returned, for a fresh
 // database. The slot comes last: creating it cannot share a transaction
 // with writes.
@@ -371,7 +372,10 @@ func SetupSQL(ctx context.Context, conn *pgx.Conn, t Target, role string, privil
 				fmt.Sprintf("GRANT SELECT, INSERT, UPDATE ON %s TO %s;", pgx.Identifier{t.Tables[0].Schema, BackfillTable}.Sanitize(), r))
 		}
 	}
-	if !slotExists {
+	// With a backfill, run creates the slot itself, exporting the snapshot
+	// the backfill reads: a slot created here would leave the rows committed
+	// before it to no one.
+	if !slotExists && !backfill {
 		failover := false
 		if conn != nil {
 			var err error

@@ -34,17 +34,7 @@ func leaderMovesWhileBusy(t *testing.T, back bool) {
 	}
 	defer cluster.Close()
 	old := cluster.LeaderFor("moving", 0)
-	held, release := make(chan struct{}), make(chan struct{})
-	var holding atomic.Bool
-	holding.Store(true)
-	cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		cluster.KeepControl()
-		if cluster.CurrentNode() == old && holding.CompareAndSwap(true, false) {
-			close(held)
-			cluster.SleepControl(func() { <-release })
-		}
-		return nil, nil, false
-	})
+	held, release := holdFirstProduce(cluster, old)
 	defer func() {
 		select {
 		case <-release:
@@ -125,4 +115,21 @@ func waitLeader(ctx context.Context, t *testing.T, w *Writer, topic string, id i
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+}
+
+// holdFirstProduce makes broker node hold the first produce request it gets
+// until release is closed; held is closed once it holds it.
+func holdFirstProduce(cluster *kfake.Cluster, node int32) (held, release chan struct{}) {
+	held, release = make(chan struct{}), make(chan struct{})
+	var holding atomic.Bool
+	holding.Store(true)
+	cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		cluster.KeepControl()
+		if cluster.CurrentNode() == node && holding.CompareAndSwap(true, false) {
+			close(held)
+			cluster.SleepControl(func() { <-release })
+		}
+		return nil, nil, false
+	})
+	return held, release
 }

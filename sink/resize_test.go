@@ -108,17 +108,7 @@ func TestPartitionDrainOutlivesLookups(t *testing.T) {
 	}
 	defer cluster.Close()
 	old := cluster.LeaderFor("grow", 0)
-	held, release := make(chan struct{}), make(chan struct{})
-	var holding atomic.Bool
-	holding.Store(true)
-	cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		cluster.KeepControl()
-		if cluster.CurrentNode() == old && holding.CompareAndSwap(true, false) {
-			close(held)
-			cluster.SleepControl(func() { <-release })
-		}
-		return nil, nil, false
-	})
+	held, release := holdFirstProduce(cluster, old)
 	released := false
 	defer func() {
 		if !released {

@@ -363,3 +363,36 @@ func TestBackfillStopsOnRefusal(t *testing.T) {
 		t.Error("the backfill is recorded done though a row was never published")
 	}
 }
+
+// TestSetupThenBackfill: `setup --backfill-where` prepares everything but
+// the slot, which `run` creates exporting the snapshot its backfill reads;
+// so the rows pending before it are all published.
+func TestSetupThenBackfill(t *testing.T) {
+	o := newOutbox(t, "bfsetup", defaultColumns)
+	ids := writePending(t, o.db, o.name, 200, 10, 0)
+	args := o.args("--backfill-where", "true")
+	setup := append([]string{"setup"}, without(without(without(args, "--status-interval"), "--http-addr"), "--topic")...)
+	if code, out := runOnce(t, setup...); code != 0 {
+		t.Fatalf("setup: exit %d:\n%s", code, out)
+	}
+	var slots int
+	_ = o.db.QueryRow(context.Background(), `SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1`, o.name).Scan(&slots)
+	if slots != 0 {
+		t.Error("setup --backfill-where created the slot; run then finds no snapshot to backfill from")
+	}
+	r := startRelayNoWait(t, args...)
+	msgs := consume(t, []string{o.name + ".Order"}, len(ids), time.Minute)
+	first, _ := byID(t, msgs)
+	missing := 0
+	for _, id := range ids {
+		if _, ok := first[id]; !ok {
+			missing++
+		}
+	}
+	if missing > 0 {
+		t.Errorf("%d of %d rows pending before setup never arrived", missing, len(ids))
+	}
+	if code := r.stop(t, 15, 40*time.Second); code != 0 {
+		t.Errorf("exit %d on SIGTERM", code)
+	}
+}
