@@ -176,11 +176,13 @@ func (s *BackfillStore) Save(ctx context.Context, st BackfillState) error {
 }
 
 // ReadBackfills returns slot's backfills, recorded in schema's progress
-// table; none when there is no such table.
+// table; none when there is no such table, or the role may not read it
+// (then it runs no backfill: a backfilling role is granted SELECT on it).
 func ReadBackfills(ctx context.Context, conn *pgx.Conn, schema, slot string) (map[string]BackfillState, error) {
 	name := pgx.Identifier{schema, BackfillTable}.Sanitize()
-	var exists bool
-	if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, name).Scan(&exists); err != nil || !exists {
+	var readable bool
+	if err := conn.QueryRow(ctx, `SELECT CASE WHEN to_regclass($1) IS NULL THEN false
+		ELSE has_table_privilege(to_regclass($1), 'SELECT') END`, name).Scan(&readable); err != nil || !readable {
 		return nil, err
 	}
 	return loadBackfills(ctx, conn, name, slot)
