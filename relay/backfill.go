@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outbox-cdc/outbox-cdc/decode"
 	"github.com/outbox-cdc/outbox-cdc/replication"
@@ -80,6 +83,9 @@ func (r *Relay) prepareBackfilled(ctx context.Context) (pglogrepl.LSN, error) {
 	}
 	states, err := store.Load(ctx)
 	if err != nil {
+		return 0, err
+	}
+	if err := unfinishedElsewhere(ctx, conn, cfg.Slot, jobs, states); err != nil {
 		return 0, err
 	}
 	exists, err := replication.SlotExists(ctx, conn, cfg.Slot)
@@ -200,15 +206,18 @@ func (r *Relay) resumed(ctx context.Context, conn *pgx.Conn, j backfillJob, st r
 			}
 		}
 		st.Order = legacy
-		if st.After != nil && legacy == replication.OrderID {
+		switch {
+		case st.After != nil && legacy == replication.OrderID: // [id]
 			st.After = &replication.Key{Values: st.After.Values[1:]}
+		case st.After != nil: // [timestamp, statement unknown: rows of the same time again, id]
+			st.After = &replication.Key{Values: []*string{st.After.Values[0], nil, st.After.Values[1]}}
 		}
 	}
-	if st.Snapshot == "" {
-		r.log.Warn("resuming a backfill whose first snapshot was not recorded (cut short before its first row, or recorded by an earlier version), in a snapshot of its own: rows committed since the slot was created may be published twice",
+	if st.Last == nil {
+		r.log.Warn("resuming a backfill whose first snapshot's extent was not recorded (cut short before its first row, or recorded by an earlier version), in a snapshot of its own: rows committed since the slot was created may be published twice",
 			slog.String("table", j.table.Qualified()), slog.Int64("done", st.Done), slog.Int64("total", st.Total))
 	} else {
-		r.log.Info("resuming a backfill cut short, reading only the rows its first snapshot saw",
+		r.log.Info("resuming a backfill cut short, up to the last row its first snapshot saw",
 			slog.String("table", j.table.Qualified()), slog.Int64("done", st.Done), slog.Int64("total", st.Total),
 			slog.String("order", string(st.Order)))
 	}
@@ -217,19 +226,32 @@ func (r *Relay) resumed(ctx context.Context, conn *pgx.Conn, j backfillJob, st r
 
 // backfillTable publishes j's rows in snap, in order, and records its
 // progress: the last row acknowledged with every one before it. inExported
-// says snap is the snapshot the backfill began in; otherwise only rows
-// visible in that one (j.state.Snapshot) are read.
+// says snap is the snapshot the backfill began in, whose last row is
+// recorded; otherwise the read stops at that row: what sorts after it
+// committed after the slot, which streams it. (A row of that snapshot
+// updated since still sorts where it did, unlike a test on its xmin.)
 func (r *Relay) backfillTable(ctx context.Context, snap *replication.Snapshot, store *replication.BackfillStore, j backfillJob, inExported bool) error {
 	st := j.state
 	read := &replication.Read{Table: j.table, Where: j.where, Order: st.Order, After: st.After}
-	if !inExported {
-		read.Snapshot = st.Snapshot
+	if inExported {
+		last, err := snap.Last(ctx, read)
+		if err != nil {
+			return err
+		}
+		st.Last = last
+	} else {
+		read.Until = st.Last
 	}
 	remaining, err := snap.Count(ctx, read)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "57014" { // the count's timeout: the total stays unknown
+		r.log.Warn("counting the rows to backfill took too long; going on without a total", slog.String("table", j.table.Qualified()))
+		remaining, err = -1, snap.NoTimeout(ctx)
+	}
 	if err != nil {
 		return err
 	}
-	if st.Total == 0 || st.After == nil {
+	if (st.Total == 0 || st.After == nil) && remaining >= 0 {
 		st.Total = remaining
 	}
 	if err := store.Save(ctx, st); err != nil {
@@ -262,4 +284,27 @@ func (r *Relay) backfillTable(ctx context.Context, snap *replication.Snapshot, s
 		readErr = cause // the publish failure, not the interrupted read it caused
 	}
 	return f.finish(ctx, readErr)
+}
+
+// unfinishedElsewhere refuses to go on when a backfill of the slot was cut
+// short on a table that no longer has its recorded name (renamed since):
+// under its new name no record would be found, and no backfill would run,
+// leaving the rest of its rows to no one.
+func unfinishedElsewhere(ctx context.Context, conn *pgx.Conn, slot string, jobs []backfillJob, states map[string]replication.BackfillState) error {
+	for _, st := range states {
+		if st.Phase == replication.BackfillDone || slices.ContainsFunc(jobs, func(j backfillJob) bool { return j.table.Qualified() == st.Table }) {
+			continue
+		}
+		schema, name, _ := strings.Cut(st.Table, ".")
+		var exists bool
+		if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, pgx.Identifier{schema, name}.Sanitize()).Scan(&exists); err != nil {
+			return fmt.Errorf("look up %s: %w", st.Table, err)
+		}
+		if !exists {
+			return fmt.Errorf("%w: the backfill of %s on slot %q was cut short (%d of %d rows) and no table has that name now (renamed?); "+
+				"name the table as recorded, or move the record to its new name: UPDATE %s SET outbox_table = 'SCHEMA.NEW_NAME' WHERE slot = '%s' AND outbox_table = '%s'",
+				replication.ErrNotReady, st.Table, slot, st.Done, st.Total, replication.BackfillTable, slot, st.Table)
+		}
+	}
+	return nil
 }

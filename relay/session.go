@@ -82,11 +82,18 @@ func (r *Relay) session(ctx context.Context, start pglogrepl.LSN) (bool, error) 
 			stopReading(err)
 		}
 	})
-	runErr := stream.Run(readCtx, p.handle)
+	var handleErr error // the pipeline's own failure (a row, a publish), not the stream's
+	runErr := stream.Run(readCtx, func(ctx context.Context, lsn pglogrepl.LSN, data []byte) error {
+		err := p.handle(ctx, lsn, data)
+		if err != nil && ctx.Err() == nil {
+			handleErr = err
+		}
+		return err
+	})
 	// The stream ended of itself: the replication connection is gone (or
 	// the server ended it), so nothing more can be confirmed on it, and the
 	// slot may be another instance's already.
-	lost := runErr != nil && readCtx.Err() == nil
+	lost := runErr != nil && readCtx.Err() == nil && handleErr == nil
 	r.live.streaming.Store(false)
 	stopReading(runErr)
 	<-watched

@@ -36,9 +36,14 @@ type BackfillState struct {
 	// table had one, else by id.
 	Order Order
 	// Snapshot is the exported snapshot the backfill began in
-	// (pg_snapshot's text form): a resume reads only the rows visible in
-	// it. Empty in a record of an earlier version.
+	// (pg_snapshot's text form), for the record. Empty in a record of an
+	// earlier version.
 	Snapshot string
+	// Last is the last row of that snapshot in the backfill's order: a
+	// resume, reading in a snapshot of its own, stops there, since rows
+	// that sort after it committed after the slot, which streams them.
+	// nil: not recorded (a resume then reads to the end).
+	Last *Key
 }
 
 // BackfillStore reads and writes the progress of slot's backfills.
@@ -56,8 +61,8 @@ func OpenBackfillStore(ctx context.Context, url, schema, slot string) (*Backfill
 	}
 	s := &BackfillStore{conn: conn, name: pgx.Identifier{schema, BackfillTable}.Sanitize(), slot: slot}
 	var exists, current bool
-	if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL, (SELECT count(*) = 3 FROM pg_attribute
-		WHERE attrelid = to_regclass($1) AND attname IN ('order_by', 'snapshot', 'after_key') AND NOT attisdropped)`, s.name).Scan(&exists, &current); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL, (SELECT count(*) = 4 FROM pg_attribute
+		WHERE attrelid = to_regclass($1) AND attname IN ('order_by', 'snapshot', 'after_key', 'last_key') AND NOT attisdropped)`, s.name).Scan(&exists, &current); err != nil {
 		conn.Close(context.Background())
 		return nil, fmt.Errorf("look for %s: %w", s.name, err)
 	}
@@ -84,7 +89,7 @@ func BackfillTableSQL(schema string) string {
 	return `CREATE TABLE IF NOT EXISTS ` + pgx.Identifier{schema, BackfillTable}.Sanitize() + ` (
 		slot text NOT NULL, outbox_table text NOT NULL, phase text NOT NULL, consistent_point pg_lsn,
 		total bigint NOT NULL DEFAULT 0, done bigint NOT NULL DEFAULT 0, after_time text, after_id text,
-		updated_at timestamptz NOT NULL DEFAULT now(), order_by text, snapshot text, after_key text[],
+		updated_at timestamptz NOT NULL DEFAULT now(), order_by text, snapshot text, after_key text[], last_key text[],
 		PRIMARY KEY (slot, outbox_table))`
 }
 
@@ -92,7 +97,7 @@ func BackfillTableSQL(schema string) string {
 // the columns this one records (the order, the snapshot, the resume key).
 func backfillColumnsSQL(name string) string {
 	return `ALTER TABLE ` + name + ` ADD COLUMN IF NOT EXISTS order_by text, ADD COLUMN IF NOT EXISTS snapshot text,
-		ADD COLUMN IF NOT EXISTS after_key text[]`
+		ADD COLUMN IF NOT EXISTS after_key text[], ADD COLUMN IF NOT EXISTS last_key text[]`
 }
 
 // Close closes the store's connection.
@@ -105,7 +110,7 @@ func (s *BackfillStore) Load(ctx context.Context) (map[string]BackfillState, err
 
 func loadBackfills(ctx context.Context, conn *pgx.Conn, name, slot string) (map[string]BackfillState, error) {
 	rows, err := conn.Query(ctx, `SELECT outbox_table, phase, coalesce(consistent_point::text, ''), total, done, after_time, after_id, updated_at,
-		to_jsonb(b) ->> 'order_by', to_jsonb(b) ->> 'snapshot', to_jsonb(b) -> 'after_key'
+		to_jsonb(b) ->> 'order_by', to_jsonb(b) ->> 'snapshot', to_jsonb(b) -> 'after_key', to_jsonb(b) -> 'last_key'
 		FROM `+name+` b WHERE slot = $1`, slot)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", name, err)
@@ -114,10 +119,13 @@ func loadBackfills(ctx context.Context, conn *pgx.Conn, name, slot string) (map[
 	var st BackfillState
 	var lsn string
 	var afterTime, afterID, order, snapshot *string
-	var afterKey []*string
+	var afterKey, lastKey []*string
 	_, err = pgx.ForEachRow(rows, []any{&st.Table, &st.Phase, &lsn, &st.Total, &st.Done, &afterTime, &afterID, &st.Updated,
-		&order, &snapshot, &afterKey}, func() error {
-		st.ConsistentPoint, st.After, st.Order, st.Snapshot = 0, nil, "", ""
+		&order, &snapshot, &afterKey, &lastKey}, func() error {
+		st.ConsistentPoint, st.After, st.Order, st.Snapshot, st.Last = 0, nil, "", "", nil
+		if lastKey != nil {
+			st.Last = &Key{Values: lastKey}
+		}
 		if lsn != "" {
 			st.ConsistentPoint, _ = pglogrepl.ParseLSN(lsn)
 		}
@@ -148,7 +156,10 @@ func loadBackfills(ctx context.Context, conn *pgx.Conn, name, slot string) (map[
 // Save records st.
 func (s *BackfillStore) Save(ctx context.Context, st BackfillState) error {
 	var lsn, order, snapshot *string
-	var afterKey []*string
+	var afterKey, lastKey []*string
+	if st.Last != nil {
+		lastKey = st.Last.Values
+	}
 	if st.ConsistentPoint != 0 {
 		v := st.ConsistentPoint.String()
 		lsn = &v
@@ -163,12 +174,12 @@ func (s *BackfillStore) Save(ctx context.Context, st BackfillState) error {
 		afterKey = st.After.Values
 	}
 	_, err := s.conn.Exec(ctx, `INSERT INTO `+s.name+` (slot, outbox_table, phase, consistent_point, total, done, after_time, after_id,
-			order_by, snapshot, after_key, updated_at)
-		VALUES ($1, $2, $3, $4::text::pg_lsn, $5, $6, NULL, NULL, $7, $8, $9, now())
+			order_by, snapshot, after_key, last_key, updated_at)
+		VALUES ($1, $2, $3, $4::text::pg_lsn, $5, $6, NULL, NULL, $7, $8, $9, $10, now())
 		ON CONFLICT (slot, outbox_table) DO UPDATE SET phase = excluded.phase, consistent_point = excluded.consistent_point,
 			total = excluded.total, done = excluded.done, after_time = NULL, after_id = NULL, order_by = excluded.order_by,
-			snapshot = excluded.snapshot, after_key = excluded.after_key, updated_at = now()`,
-		s.slot, st.Table, st.Phase, lsn, st.Total, st.Done, order, snapshot, afterKey)
+			snapshot = excluded.snapshot, after_key = excluded.after_key, last_key = excluded.last_key, updated_at = now()`,
+		s.slot, st.Table, st.Phase, lsn, st.Total, st.Done, order, snapshot, afterKey, lastKey)
 	if err != nil {
 		return fmt.Errorf("record the backfill of %s: %w", st.Table, err)
 	}

@@ -63,7 +63,7 @@ func Watch(ctx context.Context, cfg WatchConfig) error {
 		case err == nil && !carried:
 			if moved, _ := renamed(ctx, conn, t); len(moved) > 0 {
 				return fmt.Errorf("%w: outbox table %s was renamed to %s (ALTER TABLE … RENAME or SET SCHEMA); its inserts were relayed up to here, "+
-					"followed by the table's OID; name it %s in --table (or the config file) and restart outbox-cdc", ErrNotReady, moved[0][0], moved[0][1], moved[0][1])
+					"followed by the table's OID; name it anew in --table (or the config file) and restart outbox-cdc", ErrNotReady, moved[0][0], moved[0][1])
 			}
 			missing, _ := missingFromPublication(ctx, conn, t)
 			return fmt.Errorf("%w: table %s is no longer in publication %q (dropped and recreated, or removed from it), so its inserts no longer reach the slot. "+

@@ -46,6 +46,11 @@ type orderExpr struct{ sql, typ string }
 // commitTime is a row's commit time.
 const commitTime = "pg_xact_commit_timestamp(xmin)"
 
+// statement orders rows of one transaction (one commit time, one now()) by
+// the statement that inserted them, as the stream would: ids alone (random
+// UUIDs) would reorder an aggregate's Created and Paid written together.
+var statement = orderExpr{"cmin::text::bigint", "bigint"}
+
 // exprs returns the order's expressions over tb, whose columns have types.
 func (o Order) exprs(tb decode.Table, types map[string]string) ([]orderExpr, error) {
 	id, ts := tb.Columns.ID, tb.Columns.Timestamp
@@ -59,12 +64,12 @@ func (o Order) exprs(tb decode.Table, types map[string]string) ([]orderExpr, err
 	}
 	switch o {
 	case OrderCommit:
-		return append(append([]orderExpr{{commitTime, "timestamptz"}}, tsExpr...), idExpr), nil
+		return append(append([]orderExpr{{commitTime, "timestamptz"}}, tsExpr...), statement, idExpr), nil
 	case OrderTimestamp:
 		if tsExpr == nil {
 			return nil, fmt.Errorf("%w: --backfill-order=timestamp: outbox table %s has no timestamp column %q", ErrNotReady, quoted(tb), ts)
 		}
-		return append(tsExpr, idExpr), nil
+		return append(tsExpr, statement, idExpr), nil
 	case OrderID:
 		return []orderExpr{idExpr}, nil
 	}
@@ -72,7 +77,8 @@ func (o Order) exprs(tb decode.Table, types map[string]string) ([]orderExpr, err
 }
 
 // after is the condition "the row comes after values" in exprs' order
-// (ascending, NULLs first), binding values as parameters appended to args.
+// (ascending, NULLs first), binding values as parameters appended to args;
+// it is never NULL, so NOT after(…) is "at or before".
 func after(exprs []orderExpr, values []*string, args *[]any) string {
 	if len(exprs) == 0 {
 		return "false"
@@ -83,19 +89,8 @@ func after(exprs []orderExpr, values []*string, args *[]any) string {
 	}
 	*args = append(*args, *v)
 	p := fmt.Sprintf("$%d::text::%s", len(*args), e.typ)
-	return fmt.Sprintf("(%s > %s OR (%s = %s AND %s))", e.sql, p, e.sql, p, after(exprs[1:], values[1:], args))
-}
-
-// visibleIn is the condition "the row's inserting transaction is visible
-// in the pg_snapshot bound as parameter n". xmin is a 32-bit xid; it is
-// widened to the xid8 it stands for by counting back from the newest xid
-// of the reading snapshot, which every row it sees precedes. Special xids
-// (frozen, bootstrap) are visible to every snapshot.
-func visibleIn(n int) string {
-	const cur = "pg_snapshot_xmax(pg_current_snapshot())::text::numeric"
-	return fmt.Sprintf(`(xmin::text::bigint < 3 OR pg_visible_in_snapshot(
-		greatest(3, %s - (mod(mod(%s, 4294967296) - 1 - xmin::text::numeric + 4294967296, 4294967296) + 1))::text::xid8,
-		$%d::text::pg_snapshot))`, cur, cur, n)
+	// Never NULL: a NULL expression sorts first, so it is not after p.
+	return fmt.Sprintf("(%s IS NOT NULL AND (%s > %s OR (%s = %s AND %s)))", e.sql, e.sql, p, e.sql, p, after(exprs[1:], values[1:], args))
 }
 
 // ChooseOrder resolves want for tb on the server conn reaches: auto becomes

@@ -79,7 +79,7 @@ func ParsePredicate(where string) (Predicate, error) {
 	return p, nil
 }
 
-// predicateTimeout bounds CheckPredicate's statements and Count.
+// predicateTimeout bounds CheckPredicate's statements.
 const predicateTimeout = "30s"
 
 // CheckPredicate judges where for a backfill of tb: ParsePredicate, then in

@@ -78,13 +78,13 @@ func TestAfterCondition(t *testing.T) {
 	v := func(s string) *string { return &s }
 	var args []any
 	got := after(exprs, []*string{v("2024-01-01"), v("a")}, &args)
-	want := "(ts > $1::text::timestamptz OR (ts = $1::text::timestamptz AND (id > $2::text::uuid OR (id = $2::text::uuid AND false))))"
+	want := "(ts IS NOT NULL AND (ts > $1::text::timestamptz OR (ts = $1::text::timestamptz AND (id IS NOT NULL AND (id > $2::text::uuid OR (id = $2::text::uuid AND false))))))"
 	if got != want || len(args) != 2 {
 		t.Errorf("got %s %v\nwant %s", got, args, want)
 	}
 	args = nil
 	got = after(exprs, []*string{nil, v("a")}, &args)
-	want = "(ts IS NOT NULL OR (ts IS NULL AND (id > $1::text::uuid OR (id = $1::text::uuid AND false))))"
+	want = "(ts IS NOT NULL OR (ts IS NULL AND (id IS NOT NULL AND (id > $1::text::uuid OR (id = $1::text::uuid AND false)))))"
 	if got != want || len(args) != 1 {
 		t.Errorf("NULL timestamp: got %s %v\nwant %s", got, args, want)
 	}

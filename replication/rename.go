@@ -2,6 +2,7 @@ package replication
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -34,14 +35,17 @@ func renamed(ctx context.Context, conn *pgx.Conn, t Target) ([][2]string, error)
 		if tb.OID == 0 {
 			continue
 		}
-		var now *string
-		err := conn.QueryRow(ctx, `SELECT format('%I.%I', n.nspname, c.relname) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-			WHERE c.oid = $1`, tb.OID).Scan(&now)
-		if err != nil && err != pgx.ErrNoRows {
+		var schema, name string
+		err := conn.QueryRow(ctx, `SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+			WHERE c.oid = $1`, tb.OID).Scan(&schema, &name)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue // dropped
+		}
+		if err != nil {
 			return nil, fmt.Errorf("look up table %d: %w", tb.OID, err)
 		}
-		if now != nil && *now != quoted(tb) {
-			out = append(out, [2]string{quoted(tb), *now})
+		if schema != tb.Schema || name != tb.Name {
+			out = append(out, [2]string{quoted(tb), pgx.Identifier{schema, name}.Sanitize()})
 		}
 	}
 	return out, nil

@@ -2,6 +2,7 @@ package replication
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -113,14 +114,13 @@ func (s *Snapshot) Current(ctx context.Context) (string, error) {
 }
 
 // Read is what Count and Rows select: a table's rows matching a checked
-// predicate, and, for a resume, visible in the snapshot the backfill began
-// in (pg_snapshot text; "" when unknown or when reading in that snapshot).
+// predicate, in Order, after After and up to Until (each nil: no bound).
 type Read struct {
 	Table     decode.Table
 	Where     Predicate
 	Order     Order
-	Snapshot  string
 	After     *Key // resume after this row (nil: from the first)
+	Until     *Key // stop after this row (nil: to the end)
 	types     map[string]string
 	exprs     []orderExpr
 	condition string
@@ -141,17 +141,45 @@ func (r *Read) prepare(ctx context.Context, conn *pgx.Conn) error {
 		return err
 	}
 	r.condition = "(" + r.Where.expr + ")"
-	if r.Snapshot != "" {
-		r.args = append(r.args, r.Snapshot)
-		r.condition += fmt.Sprintf(" AND %s", visibleIn(len(r.args)))
-	}
-	if r.After != nil {
-		if len(r.After.Values) != len(r.exprs) {
-			return fmt.Errorf("backfill of %s: the recorded resume key has %d values, the order %q %d", quoted(r.Table), len(r.After.Values), r.Order, len(r.exprs))
+	for _, b := range []struct {
+		key  *Key
+		form string
+	}{{r.After, "%s"}, {r.Until, "NOT %s"}} {
+		if b.key == nil {
+			continue
 		}
-		r.condition += " AND " + after(r.exprs, r.After.Values, &r.args)
+		if len(b.key.Values) != len(r.exprs) {
+			return fmt.Errorf("backfill of %s: a recorded key has %d values, the order %q %d", quoted(r.Table), len(b.key.Values), r.Order, len(r.exprs))
+		}
+		r.condition += " AND " + fmt.Sprintf(b.form, after(r.exprs, b.key.Values, &r.args))
 	}
 	return nil
+}
+
+// Last returns the key of r's last row in its order (nil: none).
+func (s *Snapshot) Last(ctx context.Context, r *Read) (*Key, error) {
+	if err := r.prepare(ctx, s.conn); err != nil {
+		return nil, err
+	}
+	keys, order := make([]string, len(r.exprs)), make([]string, len(r.exprs))
+	for i, e := range r.exprs {
+		keys[i] = fmt.Sprintf("(%s)::text", e.sql)
+		order[i] = e.sql + " DESC NULLS LAST"
+	}
+	sql := fmt.Sprintf("SELECT %s FROM %s WHERE %s ORDER BY %s LIMIT 1", strings.Join(keys, ", "), quoted(r.Table), r.condition, strings.Join(order, ", "))
+	values := make([]*string, len(r.exprs))
+	dst := make([]any, len(values))
+	for i := range values {
+		dst[i] = &values[i]
+	}
+	err := s.conn.QueryRow(ctx, sql, append([]any{pgx.QueryExecModeExec}, r.args...)...).Scan(dst...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the last row of %s's backfill: %w", quoted(r.Table), err)
+	}
+	return &Key{Values: values}, nil
 }
 
 // Count counts r's rows, under a statement timeout.
@@ -159,7 +187,7 @@ func (s *Snapshot) Count(ctx context.Context, r *Read) (int64, error) {
 	if err := r.prepare(ctx, s.conn); err != nil {
 		return 0, err
 	}
-	if _, err := s.conn.Exec(ctx, "SET LOCAL statement_timeout = '"+countTimeout+"'"); err != nil {
+	if _, err := s.conn.Exec(ctx, "SAVEPOINT before_count; SET LOCAL statement_timeout = '"+countTimeout+"'"); err != nil {
 		return 0, fmt.Errorf("count rows of %s: %w", quoted(r.Table), err)
 	}
 	var n int64
@@ -168,11 +196,22 @@ func (s *Snapshot) Count(ctx context.Context, r *Read) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("count rows of %s where %s: %w", quoted(r.Table), r.Where.expr, err)
 	}
-	// Reading rows lasts as long as the backfill: no timeout there.
-	if _, err := s.conn.Exec(ctx, "SET LOCAL statement_timeout = 0"); err != nil {
-		return 0, fmt.Errorf("count rows of %s: %w", quoted(r.Table), err)
+	return n, s.NoTimeout(ctx)
+}
+
+// NoTimeout lifts the count's statement timeout: reading rows lasts as long
+// as the backfill. After a count that timed out, it first rolls back to
+// before the count (the transaction is aborted, its snapshot kept).
+func (s *Snapshot) NoTimeout(ctx context.Context) error {
+	if s.conn.PgConn().TxStatus() == 'E' {
+		if _, err := s.conn.Exec(ctx, "ROLLBACK TO SAVEPOINT before_count"); err != nil {
+			return fmt.Errorf("recover from the count: %w", err)
+		}
 	}
-	return n, nil
+	if _, err := s.conn.Exec(ctx, "SET LOCAL statement_timeout = 0"); err != nil {
+		return fmt.Errorf("lift the count's timeout: %w", err)
+	}
+	return nil
 }
 
 // countTimeout bounds the backfill's count of its rows.

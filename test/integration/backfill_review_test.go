@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/segmentio/kafka-go"
 
@@ -270,15 +271,29 @@ func TestBackfillOrderFollowsCommits(t *testing.T) {
 	if _, err := db.Exec(ctx, "CREATE TABLE "+o.name+" ("+noTimestampColumns+")"); err != nil {
 		t.Fatal(err)
 	}
+	// One row a transaction, and every tenth transaction three rows of one
+	// aggregate (as a service writes Created, Paid, Shipped together).
 	const keys, n = 20, 1000
 	counters := map[int]int{}
-	for i := range n {
-		key := i % keys
-		if _, err := db.Exec(ctx, fmt.Sprintf(`INSERT INTO %s VALUES ($1, 'Order', $2, 'Placed', $3)`, o.name),
-			uuid.NewString(), fmt.Sprint(key), fmt.Sprintf(`{"n": %d}`, counters[key])); err != nil {
+	for i := 0; i < n; {
+		key, rows := i%keys, 1
+		if i%10 == 0 {
+			rows = min(3, n-i)
+		}
+		err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+			for range rows {
+				if _, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s VALUES ($1, 'Order', $2, 'Placed', $3)`, o.name),
+					uuid.NewString(), fmt.Sprint(key), fmt.Sprintf(`{"n": %d}`, counters[key])); err != nil {
+					return err
+				}
+				counters[key]++
+			}
+			return nil
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
-		counters[key]++
+		i += rows
 	}
 	args := append(o.args("--backfill-where", "true", "--column-timestamp", ""), "--postgres-url", own.URL)
 	r := startRelayNoWait(t, args...)
