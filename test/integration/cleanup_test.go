@@ -16,6 +16,12 @@ import (
 func (o *outbox) tableIDs(t *testing.T) map[string]bool {
 	t.Helper()
 	rows, err := o.db.Query(context.Background(), "SELECT id::text FROM "+o.name)
+	return idSet(t, rows, err)
+}
+
+// idSet collects a query's single text column as a set.
+func idSet(t *testing.T, rows pgx.Rows, err error) map[string]bool {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}

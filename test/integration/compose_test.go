@@ -307,18 +307,7 @@ func (w *composeWriter) rows(t *testing.T, conn *pgx.Conn) int {
 func (w *composeWriter) ids(t *testing.T, conn *pgx.Conn) map[string]bool {
 	t.Helper()
 	rows, err := conn.Query(context.Background(), `SELECT id::text FROM outbox WHERE headers->>'source' = 'compose-writer'`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make(map[string]bool, len(ids))
-	for _, id := range ids {
-		out[id] = true
-	}
-	return out
+	return idSet(t, rows, err)
 }
 
 // waitRows waits until the writer has inserted at least n rows (one a

@@ -27,29 +27,7 @@ func TestRenameUnderLoad(t *testing.T) {
 
 	var table atomic.Value
 	table.Store(o.name)
-	var mu sync.Mutex
-	var ids []string
-	stop := make(chan struct{})
-	var writers sync.WaitGroup
-	writers.Go(func() {
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			id := uuid.NewString()
-			_, err := o.db.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (id, aggregate_type, aggregate_id, event_type, payload) VALUES ($1, 'Order', $2, 'Placed', '{}')`,
-				table.Load().(string)), id, fmt.Sprint(i%8))
-			if err != nil {
-				continue // the moment of the rename
-			}
-			mu.Lock()
-			ids = append(ids, id)
-			mu.Unlock()
-			time.Sleep(2 * time.Millisecond)
-		}
-	})
+	w := startRowWriter(o, func() string { return table.Load().(string) }, 2*time.Millisecond)
 	time.Sleep(time.Second)
 	if _, err := o.db.Exec(ctx, fmt.Sprintf("ALTER TABLE %s RENAME TO %s", o.name, renamedTo)); err != nil {
 		t.Fatal(err)
@@ -67,15 +45,11 @@ func TestRenameUnderLoad(t *testing.T) {
 		t.Errorf("exit %d, last line %q; want exit 1 saying the table was renamed to %s", code, last, renamedTo)
 	}
 	time.Sleep(time.Second) // rows into the renamed table while the relay is down
-	close(stop)
-	writers.Wait()
+	want := w.stop()
 
 	// Restarted under the new name, the relay replays from where it
 	// confirmed: every row, before and after the rename, arrives.
 	r2 := startRelay(t, append(without(args, "--table"), "--table", "public."+renamedTo)...)
-	mu.Lock()
-	want := append([]string(nil), ids...)
-	mu.Unlock()
 	msgs := consume(t, []string{o.name + ".Order"}, len(want), time.Minute)
 	first, dups := byID(t, msgs)
 	lost := 0
@@ -91,4 +65,46 @@ func TestRenameUnderLoad(t *testing.T) {
 		t.Errorf("exit %d on SIGTERM", code)
 	}
 	t.Logf("%d rows written across a rename: %d lost, %d duplicates", len(want), lost, dups)
+}
+
+// rowWriter commits one row a transaction (aggregate type Order, 8
+// aggregates) into the table table() names, pausing between rows, until
+// stopped. A failed insert is skipped: only committed rows are counted.
+type rowWriter struct {
+	done chan struct{}
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	ids  []string
+}
+
+func startRowWriter(o *outbox, table func() string, pause time.Duration) *rowWriter {
+	w := &rowWriter{done: make(chan struct{})}
+	ctx := context.Background()
+	w.wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-w.done:
+				return
+			case <-time.After(pause):
+			}
+			id := uuid.NewString()
+			if _, err := o.db.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (id, aggregate_type, aggregate_id, event_type, payload) VALUES ($1, 'Order', $2, 'Placed', '{}')`,
+				table()), id, fmt.Sprint(i%8)); err != nil {
+				continue
+			}
+			w.mu.Lock()
+			w.ids = append(w.ids, id)
+			w.mu.Unlock()
+		}
+	})
+	return w
+}
+
+// stop stops the writer and returns the ids it committed.
+func (w *rowWriter) stop() []string {
+	close(w.done)
+	w.wg.Wait()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.ids...)
 }

@@ -2,14 +2,10 @@ package integration
 
 import (
 	"context"
-	"fmt"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/google/uuid"
 )
 
 // TestFrozenInstanceSendsNothing (issue 22, item 12): the streaming relay
@@ -26,29 +22,7 @@ func TestFrozenInstanceSendsNothing(t *testing.T) {
 	second := startRelayNoWait(t, o.args()...)
 	ctx := context.Background()
 
-	var mu sync.Mutex
-	var ids []string
-	stop := make(chan struct{})
-	var writers sync.WaitGroup
-	writers.Go(func() {
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			id := uuid.NewString()
-			if _, err := o.db.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (id, aggregate_type, aggregate_id, event_type, payload) VALUES ($1, 'Order', $2, 'Placed', '{}')`,
-				o.name), id, fmt.Sprint(i%8)); err != nil {
-				t.Error(err)
-				return
-			}
-			mu.Lock()
-			ids = append(ids, id)
-			mu.Unlock()
-			time.Sleep(5 * time.Millisecond)
-		}
-	})
+	w := startRowWriter(o, func() string { return o.name }, 5*time.Millisecond)
 	time.Sleep(3500 * time.Millisecond)
 	if err := first.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -58,11 +32,7 @@ func TestFrozenInstanceSendsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(3 * time.Second) // the standby takes over meanwhile
-	close(stop)
-	writers.Wait()
-	mu.Lock()
-	want := len(ids)
-	mu.Unlock()
+	want := len(w.stop())
 	consume(t, []string{topic}, want, time.Minute)
 	if second.countLines("msg=streaming") != 1 {
 		t.Fatal("the standby did not take over")
