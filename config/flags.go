@@ -10,7 +10,7 @@ import (
 
 	"github.com/segmentio/kafka-go/sasl/scram"
 
-	"github.com/outbox-cdc/outbox-cdc/replication"
+	"github.com/outbox-cdc/outbox-cdc/backfill"
 )
 
 // group is a set of flags shared by some commands.
@@ -224,13 +224,13 @@ func (c Config) validate(g group) error {
 	}
 	if g&gCleanup != 0 {
 		for _, t := range c.Tables {
-			if _, err := replication.ParseOrder(t.BackfillOrder); err != nil && t.BackfillWhere != "" {
+			if _, err := backfill.ParseOrder(t.BackfillOrder); err != nil && t.BackfillWhere != "" {
 				return usagef("%s: %v", t.Qualified(), err)
 			}
 			if t.BackfillWhere == "" {
 				continue
 			}
-			if _, err := replication.ParsePredicate(t.BackfillWhere); err != nil {
+			if _, err := backfill.ParsePredicate(t.BackfillWhere); err != nil {
 				return usagef("%s: %v", t.Qualified(), err)
 			}
 		}

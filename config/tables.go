@@ -28,7 +28,7 @@ type TableConfig struct {
 	// snapshot, before streaming begins; empty: none.
 	BackfillWhere string
 	// BackfillOrder is the order the backfill reads rows in: auto, commit,
-	// timestamp or id (see replication.Order).
+	// timestamp or id (see backfill.Order).
 	BackfillOrder string
 	// Partitions, ReplicationFactor and TopicConfigs (KEY=VALUE) are how
 	// the table's missing topics are created; 0: the broker's default.

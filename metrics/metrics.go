@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/outbox-cdc/outbox-cdc/replication"
+	"github.com/outbox-cdc/outbox-cdc/slot"
 )
 
 // Live reads what the running session knows, at scrape time. Each func may
@@ -235,7 +235,7 @@ func (m *Metrics) Backfill(table string, total, done int64) {
 func (m *Metrics) Reconnected() { m.reconnects.Inc() }
 
 // Slot records a reading of pg_replication_slots.
-func (m *Metrics) Slot(st replication.SlotState) {
+func (m *Metrics) Slot(st slot.SlotState) {
 	m.slotLag.Set(float64(st.LagBytes))
 	m.slotRetained.Set(float64(st.RetainedBytes))
 	if st.SafeWALSize != nil {

@@ -12,15 +12,16 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/outbox-cdc/outbox-cdc/backfill"
 	"github.com/outbox-cdc/outbox-cdc/decode"
-	"github.com/outbox-cdc/outbox-cdc/replication"
+	"github.com/outbox-cdc/outbox-cdc/slot"
 )
 
 // A backfill publishes the rows a polling relay left pending (those
 // matching --backfill-where) before the slot streams: read in the slot's
 // exported snapshot, they are exactly the rows committed before the slot's
 // consistent point, and the slot streams exactly those committed after.
-// Progress is kept in replication.BackfillTable, with the snapshot the
+// Progress is kept in backfill.BackfillTable, with the snapshot the
 // backfill began in, so that a backfill cut short resumes on restart
 // reading exactly the rows that snapshot saw (in a snapshot of its own,
 // keeping only rows whose inserting transaction is visible in the first),
@@ -29,9 +30,9 @@ import (
 // backfillJob is one table to backfill.
 type backfillJob struct {
 	table decode.Table
-	where replication.Predicate
-	order replication.Order // as configured; resolved when the backfill begins
-	state replication.BackfillState
+	where backfill.Predicate
+	order backfill.Order // as configured; resolved when the backfill begins
+	state backfill.BackfillState
 }
 
 // backfilled reports whether some table has a --backfill-where.
@@ -54,7 +55,7 @@ func (r *Relay) prepareBackfilled(ctx context.Context) (pglogrepl.LSN, error) {
 		return 0, fmt.Errorf("connect to postgres (%s): %w", PostgresHint(err), err)
 	}
 	defer conn.Close(context.Background())
-	if err := replication.PrepareTables(ctx, conn, r.target); err != nil {
+	if err := slot.PrepareTables(ctx, conn, r.target); err != nil {
 		return 0, err
 	}
 	var jobs []backfillJob
@@ -62,17 +63,17 @@ func (r *Relay) prepareBackfilled(ctx context.Context) (pglogrepl.LSN, error) {
 		if tc.BackfillWhere == "" {
 			continue
 		}
-		where, err := replication.CheckPredicate(ctx, conn, r.target.Tables[i], tc.BackfillWhere)
+		where, err := backfill.CheckPredicate(ctx, conn, r.target.Tables[i], tc.BackfillWhere)
 		if err != nil {
 			return 0, err
 		}
-		order, err := replication.ParseOrder(tc.BackfillOrder)
+		order, err := backfill.ParseOrder(tc.BackfillOrder)
 		if err != nil {
-			return 0, fmt.Errorf("%w: %s: %w", replication.ErrNotReady, r.target.Tables[i].Qualified(), err)
+			return 0, fmt.Errorf("%w: %s: %w", slot.ErrNotReady, r.target.Tables[i].Qualified(), err)
 		}
 		jobs = append(jobs, backfillJob{table: r.target.Tables[i], where: where, order: order})
 	}
-	store, err := replication.OpenBackfillStore(ctx, cfg.PostgresURL, cfg.Tables[0].Schema, cfg.Slot) // where status looks
+	store, err := backfill.OpenBackfillStore(ctx, cfg.PostgresURL, cfg.Tables[0].Schema, cfg.Slot) // where status looks
 	if err != nil {
 		return 0, err
 	}
@@ -88,17 +89,17 @@ func (r *Relay) prepareBackfilled(ctx context.Context) (pglogrepl.LSN, error) {
 	if err := unfinishedElsewhere(ctx, conn, cfg.Slot, jobs, states); err != nil {
 		return 0, err
 	}
-	exists, err := replication.SlotExists(ctx, conn, cfg.Slot)
+	exists, err := slot.SlotExists(ctx, conn, cfg.Slot)
 	if err != nil {
 		return 0, err
 	}
-	var exported *replication.Exported
+	var exported *backfill.Exported
 	var due []backfillJob
 	if !exists || cfg.BackfillForce {
 		// The order is chosen before a slot pins WAL: a table whose order
 		// cannot follow commit order is refused here.
 		for i := range jobs {
-			if jobs[i].order, err = replication.ChooseOrder(ctx, conn, jobs[i].table, jobs[i].order); err != nil {
+			if jobs[i].order, err = backfill.ChooseOrder(ctx, conn, jobs[i].table, jobs[i].order); err != nil {
 				return 0, err
 			}
 		}
@@ -107,22 +108,22 @@ func (r *Relay) prepareBackfilled(ctx context.Context) (pglogrepl.LSN, error) {
 		// Recorded before the slot exists: a crash from here on finds the
 		// backfill unfinished, and finishes it.
 		for _, j := range jobs {
-			if err := store.Save(ctx, replication.BackfillState{Table: j.table.Qualified(), Phase: replication.BackfillPending}); err != nil {
+			if err := store.Save(ctx, backfill.BackfillState{Table: j.table.Qualified(), Phase: backfill.BackfillPending}); err != nil {
 				return 0, err
 			}
 		}
-		failover, err := replication.WantFailover(ctx, conn, r.target)
+		failover, err := slot.WantFailover(ctx, conn, r.target)
 		if err != nil {
 			return 0, err
 		}
-		if exported, err = replication.CreateSlotExporting(ctx, cfg.PostgresURL, cfg.Slot, failover); err != nil {
+		if exported, err = backfill.CreateSlotExporting(ctx, cfg.PostgresURL, cfg.Slot, failover); err != nil {
 			return 0, err
 		}
 		defer exported.Close()
 		log.Info("created the slot, exporting its snapshot for the backfill", slog.String("slot", cfg.Slot),
 			slog.String("consistent_point", exported.ConsistentPoint.String()))
 		for _, j := range jobs {
-			j.state = replication.BackfillState{Table: j.table.Qualified(), Phase: replication.BackfillRunning,
+			j.state = backfill.BackfillState{Table: j.table.Qualified(), Phase: backfill.BackfillRunning,
 				ConsistentPoint: exported.ConsistentPoint, Order: j.order}
 			due = append(due, j)
 		}
@@ -133,13 +134,13 @@ func (r *Relay) prepareBackfilled(ctx context.Context) (pglogrepl.LSN, error) {
 			case cfg.BackfillForce:
 				log.Warn("--backfill-force: backfilling again on an existing slot; rows it also streams are published twice",
 					slog.String("table", j.table.Qualified()), slog.String("where", j.where.String()))
-				j.state = replication.BackfillState{Table: j.table.Qualified(), Phase: replication.BackfillRunning,
+				j.state = backfill.BackfillState{Table: j.table.Qualified(), Phase: backfill.BackfillRunning,
 					ConsistentPoint: st.ConsistentPoint, Order: j.order}
 				due = append(due, j)
 			case !ok:
 				log.Info("--backfill-where: the slot exists and no backfill of it is recorded, so none runs (--backfill-force runs one)",
 					slog.String("table", j.table.Qualified()), slog.String("slot", cfg.Slot))
-			case st.Phase == replication.BackfillDone:
+			case st.Phase == backfill.BackfillDone:
 				log.Info("--backfill-where: the backfill was done before; nothing to do", slog.String("table", j.table.Qualified()),
 					slog.Int64("rows", st.Done), slog.Time("finished", st.Updated))
 			default:
@@ -156,7 +157,7 @@ func (r *Relay) prepareBackfilled(ctx context.Context) (pglogrepl.LSN, error) {
 		if exported != nil {
 			snapshot = exported.Snapshot
 		}
-		snap, err := replication.OpenSnapshot(ctx, cfg.PostgresURL, snapshot)
+		snap, err := backfill.OpenSnapshot(ctx, cfg.PostgresURL, snapshot)
 		if err != nil {
 			return 0, err
 		}
@@ -182,35 +183,35 @@ func (r *Relay) prepareBackfilled(ctx context.Context) (pglogrepl.LSN, error) {
 			}
 		}
 	}
-	return replication.Prepare(ctx, conn, r.target, false)
+	return slot.Prepare(ctx, conn, r.target, false)
 }
 
 // resumed is the state a backfill cut short resumes from. A record of an
 // earlier version has no order (it ordered by the timestamp column when
 // the table had one) and no snapshot (rows committed since the slot was
 // created are then read too, and published twice).
-func (r *Relay) resumed(ctx context.Context, conn *pgx.Conn, j backfillJob, st replication.BackfillState) (replication.BackfillState, error) {
-	st.Phase = replication.BackfillRunning
+func (r *Relay) resumed(ctx context.Context, conn *pgx.Conn, j backfillJob, st backfill.BackfillState) (backfill.BackfillState, error) {
+	st.Phase = backfill.BackfillRunning
 	if st.Order == "" && st.After == nil { // cut short before its first row
-		order, err := replication.ChooseOrder(ctx, conn, j.table, j.order)
+		order, err := backfill.ChooseOrder(ctx, conn, j.table, j.order)
 		if err != nil {
 			return st, err
 		}
 		st.Order = order
 	}
 	if st.Order == "" {
-		legacy := replication.OrderID
+		legacy := backfill.OrderID
 		if len(st.After.Values) == 2 {
-			if _, err := replication.ChooseOrder(ctx, conn, j.table, replication.OrderTimestamp); err == nil {
-				legacy = replication.OrderTimestamp
+			if _, err := backfill.ChooseOrder(ctx, conn, j.table, backfill.OrderTimestamp); err == nil {
+				legacy = backfill.OrderTimestamp
 			}
 		}
 		st.Order = legacy
 		switch {
-		case st.After != nil && legacy == replication.OrderID: // [id]
-			st.After = &replication.Key{Values: st.After.Values[1:]}
+		case st.After != nil && legacy == backfill.OrderID: // [id]
+			st.After = &backfill.Key{Values: st.After.Values[1:]}
 		case st.After != nil: // [timestamp, statement unknown: rows of the same time again, id]
-			st.After = &replication.Key{Values: []*string{st.After.Values[0], nil, st.After.Values[1]}}
+			st.After = &backfill.Key{Values: []*string{st.After.Values[0], nil, st.After.Values[1]}}
 		}
 	}
 	if st.Last == nil {
@@ -230,9 +231,9 @@ func (r *Relay) resumed(ctx context.Context, conn *pgx.Conn, j backfillJob, st r
 // recorded; otherwise the read stops at that row: what sorts after it
 // committed after the slot, which streams it. (A row of that snapshot
 // updated since still sorts where it did, unlike a test on its xmin.)
-func (r *Relay) backfillTable(ctx context.Context, snap *replication.Snapshot, store *replication.BackfillStore, j backfillJob, inExported bool) error {
+func (r *Relay) backfillTable(ctx context.Context, snap *backfill.Snapshot, store *backfill.BackfillStore, j backfillJob, inExported bool) error {
 	st := j.state
-	read := &replication.Read{Table: j.table, Where: j.where, Order: st.Order, After: st.After}
+	read := &backfill.Read{Table: j.table, Where: j.where, Order: st.Order, After: st.After}
 	if inExported {
 		last, err := snap.Last(ctx, read)
 		if err != nil {
@@ -275,7 +276,7 @@ func (r *Relay) backfillTable(ctx context.Context, snap *replication.Snapshot, s
 		case <-readCtx.Done():
 		}
 	}()
-	readErr := snap.Rows(readCtx, read, func(rel *pglogrepl.RelationMessage, values [][]byte, key replication.Key) error {
+	readErr := snap.Rows(readCtx, read, func(rel *pglogrepl.RelationMessage, values [][]byte, key backfill.Key) error {
 		return f.row(readCtx, rel, values, key)
 	})
 	stopReading(nil)
@@ -290,9 +291,9 @@ func (r *Relay) backfillTable(ctx context.Context, snap *replication.Snapshot, s
 // short on a table that no longer has its recorded name (renamed since):
 // under its new name no record would be found, and no backfill would run,
 // leaving the rest of its rows to no one.
-func unfinishedElsewhere(ctx context.Context, conn *pgx.Conn, slot string, jobs []backfillJob, states map[string]replication.BackfillState) error {
+func unfinishedElsewhere(ctx context.Context, conn *pgx.Conn, slotName string, jobs []backfillJob, states map[string]backfill.BackfillState) error {
 	for _, st := range states {
-		if st.Phase == replication.BackfillDone || slices.ContainsFunc(jobs, func(j backfillJob) bool { return j.table.Qualified() == st.Table }) {
+		if st.Phase == backfill.BackfillDone || slices.ContainsFunc(jobs, func(j backfillJob) bool { return j.table.Qualified() == st.Table }) {
 			continue
 		}
 		schema, name, _ := strings.Cut(st.Table, ".")
@@ -303,7 +304,7 @@ func unfinishedElsewhere(ctx context.Context, conn *pgx.Conn, slot string, jobs 
 		if !exists {
 			return fmt.Errorf("%w: the backfill of %s on slot %q was cut short (%d of %d rows) and no table has that name now (renamed?); "+
 				"name the table as recorded, or move the record to its new name: UPDATE %s SET outbox_table = 'SCHEMA.NEW_NAME' WHERE slot = '%s' AND outbox_table = '%s'",
-				replication.ErrNotReady, st.Table, slot, st.Done, st.Total, replication.BackfillTable, slot, st.Table)
+				slot.ErrNotReady, st.Table, slotName, st.Done, st.Total, backfill.BackfillTable, slotName, st.Table)
 		}
 	}
 	return nil

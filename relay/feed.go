@@ -9,9 +9,9 @@ import (
 
 	"github.com/jackc/pglogrepl"
 
+	"github.com/outbox-cdc/outbox-cdc/backfill"
 	"github.com/outbox-cdc/outbox-cdc/checkpoint"
 	"github.com/outbox-cdc/outbox-cdc/decode"
-	"github.com/outbox-cdc/outbox-cdc/replication"
 )
 
 // feed hands one table's backfilled rows to a publisher of its own and
@@ -22,15 +22,15 @@ import (
 // every one before them too.
 type feed struct {
 	r     *Relay
-	store *replication.BackfillStore
-	st    replication.BackfillState
+	store *backfill.BackfillStore
+	st    backfill.BackfillState
 	track *checkpoint.Tracker
 	pub   *publisher
 	p     *pipeline
 	dec   *decode.Decoder
 	rows  *decode.RowDecoder
 
-	keys                     map[uint64]replication.Key // of rows handed over and not yet recorded
+	keys                     map[uint64]backfill.Key // of rows handed over and not yet recorded
 	handed, recorded         uint64
 	startDone                int64
 	began, at, logged, saved time.Time
@@ -39,7 +39,7 @@ type feed struct {
 // feedBase is the tracker's position before the first row.
 const feedBase = pglogrepl.LSN(1)
 
-func (r *Relay) newFeed(ctx context.Context, store *replication.BackfillStore, st replication.BackfillState) (*feed, error) {
+func (r *Relay) newFeed(ctx context.Context, store *backfill.BackfillStore, st backfill.BackfillState) (*feed, error) {
 	track := checkpoint.New(feedBase, r.cfg.MaxInFlight, r.cfg.MaxInFlightBytes)
 	pub, err := r.newPublisher(ctx, track, nil)
 	if err != nil {
@@ -50,13 +50,13 @@ func (r *Relay) newFeed(ctx context.Context, store *replication.BackfillStore, s
 		r: r, store: store, st: st, track: track, pub: pub,
 		p:    &pipeline{track: track, pub: pub.writer, clean: pub.cleaner},
 		dec:  decode.New(r.target.Tables...),
-		keys: map[uint64]replication.Key{}, startDone: st.Done, began: now, at: now, logged: now, saved: now,
+		keys: map[uint64]backfill.Key{}, startDone: st.Done, began: now, at: now, logged: now, saved: now,
 	}, nil
 }
 
 // row hands one row over (a row that does not decode, to the dead-letter
 // topic), and every few seconds records progress.
-func (f *feed) row(ctx context.Context, rel *pglogrepl.RelationMessage, values [][]byte, key replication.Key) error {
+func (f *feed) row(ctx context.Context, rel *pglogrepl.RelationMessage, values [][]byte, key backfill.Key) error {
 	if f.rows == nil {
 		f.rows = f.dec.Rows(rel)
 	}
@@ -129,7 +129,7 @@ func (f *feed) finish(ctx context.Context, readErr error) error {
 	if readErr != nil || closeErr != nil || f.recorded != f.handed {
 		return fmt.Errorf("backfill of %s: %d of %d rows acknowledged: %w", st.Table, f.recorded, f.handed, errors.Join(readErr, closeErr))
 	}
-	st.Phase = replication.BackfillDone
+	st.Phase = backfill.BackfillDone
 	if err := f.store.Save(drainCtx, *st); err != nil {
 		return err
 	}

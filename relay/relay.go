@@ -14,8 +14,8 @@ import (
 	"github.com/outbox-cdc/outbox-cdc/cleanup"
 	"github.com/outbox-cdc/outbox-cdc/config"
 	"github.com/outbox-cdc/outbox-cdc/metrics"
-	"github.com/outbox-cdc/outbox-cdc/replication"
 	"github.com/outbox-cdc/outbox-cdc/sink"
+	"github.com/outbox-cdc/outbox-cdc/slot"
 )
 
 // Relay streams one slot's outbox events to Kafka. Build it with New, run it
@@ -23,7 +23,7 @@ import (
 // Run.
 type Relay struct {
 	cfg      config.Config
-	target   replication.Target
+	target   slot.Target
 	topics   map[string]sink.Topic // by table
 	topic    sink.Topic            // of events from logical decoding messages
 	security sink.Security
@@ -125,7 +125,7 @@ func New(cfg config.Config, opts ...Option) (*Relay, error) {
 // for the events in flight to be acknowledged, confirms what was, and
 // returns nil. It returns an error at once when the first connection to
 // Postgres or Kafka fails, or the configuration does not fit the database
-// (replication.ErrNotReady, replication.ErrColumnMissing);
+// (slot.ErrNotReady, slot.ErrColumnMissing);
 // later failures are retried with backoff from the slot's confirmed position
 // until one cannot be mended (a row that may not be skipped with
 // --on-invalid=fail, an invalidated slot). Run may be called once.
@@ -156,8 +156,8 @@ func (r *Relay) Probe(ctx context.Context, standbyOK bool) error {
 
 // Target is the publication, slot and tables cfg names, each table with
 // the columns its topic template names.
-func Target(cfg config.Config) replication.Target {
-	t := replication.Target{Publication: cfg.Publication, Slot: cfg.Slot, Failover: cfg.SlotFailover}
+func Target(cfg config.Config) slot.Target {
+	t := slot.Target{Publication: cfg.Publication, Slot: cfg.Slot, Failover: cfg.SlotFailover}
 	for _, tc := range cfg.Tables {
 		tb := tc.Table
 		if topic, err := sink.ParseTopic(tc.Topic); err == nil {

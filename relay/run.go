@@ -19,6 +19,7 @@ import (
 	"github.com/outbox-cdc/outbox-cdc/decode"
 	"github.com/outbox-cdc/outbox-cdc/replication"
 	"github.com/outbox-cdc/outbox-cdc/sink"
+	"github.com/outbox-cdc/outbox-cdc/slot"
 )
 
 // run streams until ctx ends (a signal: drain, confirm, return nil) or a
@@ -118,14 +119,14 @@ func (r *Relay) run(ctx context.Context) error {
 }
 
 // warnSlot logs, once at start, what an operator should know of the slot
-// (failover: see replication.SlotWarnings).
+// (failover: see slot.SlotWarnings).
 func (r *Relay) warnSlot(ctx context.Context) {
 	conn, err := pgx.Connect(ctx, r.cfg.PostgresURL)
 	if err != nil {
 		return // the session reports an unreachable server
 	}
 	defer conn.Close(context.Background())
-	warnings, err := replication.SlotWarnings(ctx, conn, r.target)
+	warnings, err := slot.SlotWarnings(ctx, conn, r.target)
 	if err != nil {
 		r.log.Debug("slot warnings", slog.Any("err", err))
 	}
@@ -148,9 +149,9 @@ func (r *Relay) prepare(ctx context.Context, createSlot, standingBy bool) (pglog
 		return 0, fmt.Errorf("connect to postgres (%s): %w", PostgresHint(err), err)
 	}
 	defer conn.Close(context.Background())
-	start, err := replication.Prepare(ctx, conn, r.target, createSlot)
+	start, err := slot.Prepare(ctx, conn, r.target, createSlot)
 	if err == nil && standingBy {
-		if st, serr := replication.ReadSlotState(ctx, conn, r.target); serr == nil {
+		if st, serr := slot.ReadSlotState(ctx, conn, r.target); serr == nil {
 			r.metrics.Slot(st)
 		}
 	}
@@ -167,7 +168,7 @@ func retriable(err error) bool {
 		return false
 	case errors.As(err, &pubErr):
 		return pubErr.Retriable
-	case errors.Is(err, replication.ErrNotReady), errors.Is(err, replication.ErrColumnMissing), errors.Is(err, replication.ErrSlotInvalidated),
+	case errors.Is(err, slot.ErrNotReady), errors.Is(err, slot.ErrColumnMissing), errors.Is(err, slot.ErrSlotInvalidated),
 		errors.Is(err, cleanup.ErrNotReady):
 		return false
 	}

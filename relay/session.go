@@ -14,6 +14,7 @@ import (
 	"github.com/outbox-cdc/outbox-cdc/checkpoint"
 	"github.com/outbox-cdc/outbox-cdc/decode"
 	"github.com/outbox-cdc/outbox-cdc/replication"
+	"github.com/outbox-cdc/outbox-cdc/slot"
 )
 
 // session is one replication connection and one Kafka writer, from start to
@@ -75,7 +76,7 @@ func (r *Relay) session(ctx context.Context, start pglogrepl.LSN) (bool, error) 
 			interval = 10 * time.Second
 		}
 		idle := func() bool { n, _ := track.InFlight(); return n == 0 }
-		if err := replication.Watch(readCtx, replication.WatchConfig{
+		if err := slot.Watch(readCtx, slot.WatchConfig{
 			URL: cfg.PostgresURL, Target: target, Interval: interval, Heartbeat: cfg.HeartbeatInterval > 0,
 			Idle: idle, OnSlot: r.metrics.Slot, Logger: log,
 		}); err != nil {
@@ -134,11 +135,11 @@ func (r *Relay) session(ctx context.Context, start pglogrepl.LSN) (bool, error) 
 
 // withOIDs is the target with its tables' OIDs, which the decoder follows
 // through a rename.
-func (r *Relay) withOIDs(ctx context.Context) (replication.Target, error) {
+func (r *Relay) withOIDs(ctx context.Context) (slot.Target, error) {
 	conn, err := pgx.Connect(ctx, r.cfg.PostgresURL)
 	if err != nil {
 		return r.target, fmt.Errorf("connect to postgres (%s): %w", PostgresHint(err), err)
 	}
 	defer conn.Close(context.Background())
-	return replication.WithOIDs(ctx, conn, r.target)
+	return slot.WithOIDs(ctx, conn, r.target)
 }

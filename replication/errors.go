@@ -3,21 +3,10 @@ package replication
 import "errors"
 
 var (
-	// ErrNotReady is a server, role, table, publication or slot that is not
-	// in the shape outbox-cdc needs; the message says what to change.
-	ErrNotReady = errors.New("postgres not ready for outbox-cdc")
-	// ErrColumnMissing is a configured column the outbox table lacks: a
-	// --column-* flag to fix.
-	ErrColumnMissing = errors.New("outbox column missing")
-	// ErrSlotInvalidated is a slot whose WAL was removed: streaming from it
-	// would skip events, so outbox-cdc refuses and says how to recover.
-	ErrSlotInvalidated = errors.New("replication slot invalidated")
 	// ErrSlotActive is a slot streamed by another process, typically a
 	// second outbox-cdc standing by: it waits and tries again.
 	ErrSlotActive = errors.New("replication slot in use by another process")
 	// ErrNoResponse is a replication connection on which the server stopped
 	// answering: presumed dead, it is dropped and a new session begins.
 	ErrNoResponse = errors.New("no response from postgres")
-	// ErrNoSlot is a slot that does not exist (see ReadSlotState).
-	ErrNoSlot = errors.New("replication slot does not exist")
 )

@@ -12,12 +12,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/outbox-cdc/outbox-cdc/backfill"
 	"github.com/outbox-cdc/outbox-cdc/cleanup"
 	"github.com/outbox-cdc/outbox-cdc/config"
 	"github.com/outbox-cdc/outbox-cdc/internal/checklist"
 	"github.com/outbox-cdc/outbox-cdc/relay"
-	"github.com/outbox-cdc/outbox-cdc/replication"
 	"github.com/outbox-cdc/outbox-cdc/sink"
+	"github.com/outbox-cdc/outbox-cdc/slot"
 )
 
 // check runs `outbox-cdc check`: the Postgres items, then the Kafka ones.
@@ -28,7 +29,7 @@ func check(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, red
 		return exitUsage
 	}
 	fmt.Fprintf(stdout, "outbox-cdc check: postgres %s, kafka %s, tables %s\n\n", cfg.PostgresTarget(), strings.Join(cfg.KafkaBrokers, ","), cfg.TableNames())
-	items := append(replication.Check(ctx, cfg.PostgresURL, relay.Target(cfg)), cfg.PostgresTransport())
+	items := append(slot.Check(ctx, cfg.PostgresURL, relay.Target(cfg)), cfg.PostgresTransport())
 	items = slices.Insert(items, min(1, len(items)), checkVersion(ctx, cfg.PostgresURL)...)
 	if cfg.Cleanup != config.CleanupNone {
 		if _, err := cleanup.New(ctx, cleanup.Config{URL: cfg.PostgresURL, Tables: relay.CleanupTables(cfg)}); err != nil {
@@ -86,11 +87,11 @@ func checkVersion(ctx context.Context, url string) []checklist.Item {
 	if err := conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&v); err != nil {
 		return []checklist.Item{{Name: name, Status: checklist.Fail, Detail: "could not read: " + checklist.OneLine(err)}}
 	}
-	if why := replication.UnsupportedVersion(v); why != "" {
+	if why := slot.UnsupportedVersion(v); why != "" {
 		return []checklist.Item{{Name: name, Status: checklist.Fail, Detail: why,
-			Fix: fmt.Sprintf("upgrade to PostgreSQL %d or newer", replication.MinServerVersion/10000)}}
+			Fix: fmt.Sprintf("upgrade to PostgreSQL %d or newer", slot.MinServerVersion/10000)}}
 	}
-	return []checklist.Item{{Name: name, Status: checklist.OK, Detail: fmt.Sprintf("%d, supported (%d and newer)", v/10000, replication.MinServerVersion/10000)}}
+	return []checklist.Item{{Name: name, Status: checklist.OK, Detail: fmt.Sprintf("%d, supported (%d and newer)", v/10000, slot.MinServerVersion/10000)}}
 }
 
 // setup runs `outbox-cdc setup`: with --print it prints the SQL for a fresh
@@ -117,16 +118,19 @@ func setup(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, red
 	case config.CleanupMark:
 		privileges = append(privileges, "UPDATE")
 	}
-	backfill := false
+	backfilling := false
 	for _, t := range cfg.Tables {
-		backfill = backfill || t.BackfillWhere != ""
+		backfilling = backfilling || t.BackfillWhere != ""
 	}
-	if backfill {
+	if backfilling {
 		privileges = append(privileges, "SELECT")
 	}
-	stmts, err := replication.SetupSQL(ctx, conn, relay.Target(cfg), cfg.Role, privileges, backfill)
+	stmts, err := slot.SetupSQL(ctx, conn, relay.Target(cfg), cfg.Role, privileges, backfilling)
 	if err != nil {
 		return fail(err)
+	}
+	if backfilling && cfg.Role != "" && len(cfg.Tables) > 0 {
+		stmts = append(stmts, backfill.SetupSQL(cfg.Tables[0].Schema, cfg.Role)...)
 	}
 	topics := setupTopics(cfg)
 	if cfg.Print {
@@ -174,8 +178,8 @@ func status(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, re
 		return exitFailure
 	}
 	defer conn.Close(context.Background())
-	st, err := replication.ReadSlotState(ctx, conn, relay.Target(cfg))
-	if errors.Is(err, replication.ErrNoSlot) {
+	st, err := slot.ReadSlotState(ctx, conn, relay.Target(cfg))
+	if errors.Is(err, slot.ErrNoSlot) {
 		fmt.Fprintf(stderr, "outbox-cdc status: slot %q does not exist; outbox-cdc run (or setup) creates it\n", cfg.Slot)
 		return exitFailure
 	}
@@ -183,20 +187,20 @@ func status(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, re
 		fmt.Fprintf(stderr, "outbox-cdc status: %s\n", red.oneLine(err))
 		return exitFailure
 	}
-	var backfills map[string]replication.BackfillState
+	var backfills map[string]backfill.BackfillState
 	if len(cfg.Tables) > 0 {
-		if backfills, err = replication.ReadBackfills(ctx, conn, cfg.Tables[0].Schema, cfg.Slot); err != nil {
+		if backfills, err = backfill.ReadBackfills(ctx, conn, cfg.Tables[0].Schema, cfg.Slot); err != nil {
 			fmt.Fprintf(stderr, "outbox-cdc status: %s\n", red.oneLine(err))
 			return exitFailure
 		}
 	}
 	if cfg.JSON {
 		out := struct {
-			replication.SlotState
-			ConfirmedLSN string                               `json:"confirmed_lsn"`
-			RestartLSN   string                               `json:"restart_lsn"`
-			CurrentLSN   string                               `json:"current_wal_lsn"`
-			Backfills    map[string]replication.BackfillState `json:"backfills,omitempty"`
+			slot.SlotState
+			ConfirmedLSN string                            `json:"confirmed_lsn"`
+			RestartLSN   string                            `json:"restart_lsn"`
+			CurrentLSN   string                            `json:"current_wal_lsn"`
+			Backfills    map[string]backfill.BackfillState `json:"backfills,omitempty"`
 		}{st, st.Confirmed.String(), st.Restart.String(), st.Current.String(), backfills}
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -281,10 +285,10 @@ func checkBackfill(ctx context.Context, cfg config.Config, red redactor) []check
 		}
 		var canSelect bool
 		_ = conn.QueryRow(ctx, `SELECT has_table_privilege(current_user, $1, 'SELECT')`, pgx.Identifier{t.Schema, t.Name}.Sanitize()).Scan(&canSelect)
-		_, err = replication.CheckPredicate(ctx, conn, target.Tables[i], t.BackfillWhere)
-		order, orderErr := replication.ParseOrder(t.BackfillOrder)
+		_, err = backfill.CheckPredicate(ctx, conn, target.Tables[i], t.BackfillWhere)
+		order, orderErr := backfill.ParseOrder(t.BackfillOrder)
 		if orderErr == nil {
-			order, orderErr = replication.ChooseOrder(ctx, conn, target.Tables[i], order)
+			order, orderErr = backfill.ChooseOrder(ctx, conn, target.Tables[i], order)
 		}
 		switch {
 		case err != nil:
@@ -338,7 +342,7 @@ func setupTopics(cfg config.Config) []setupTopic {
 }
 
 // failoverLine says whether the slot survives a failover to a standby.
-func failoverLine(st replication.SlotState) string {
+func failoverLine(st slot.SlotState) string {
 	switch {
 	case st.Synced:
 		return "yes: this server is a standby and its copy of the slot is synchronized"

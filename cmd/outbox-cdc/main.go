@@ -24,7 +24,7 @@ import (
 	"syscall"
 
 	"github.com/outbox-cdc/outbox-cdc/config"
-	"github.com/outbox-cdc/outbox-cdc/replication"
+	"github.com/outbox-cdc/outbox-cdc/slot"
 )
 
 func main() {
@@ -99,7 +99,7 @@ func mainExit(args, environ []string, stdout, stderr io.Writer) int {
 	if err := run(ctx, cfg, log); err != nil {
 		fmt.Fprintf(stderr, "outbox-cdc: %s\n", red.oneLine(err))
 		var usage *config.UsageError
-		if errors.Is(err, replication.ErrColumnMissing) || errors.As(err, &usage) {
+		if errors.Is(err, slot.ErrColumnMissing) || errors.As(err, &usage) {
 			return exitUsage
 		}
 		return exitFailure

@@ -1,4 +1,4 @@
-package replication
+package backfill
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outbox-cdc/outbox-cdc/decode"
+	"github.com/outbox-cdc/outbox-cdc/slot"
 )
 
 // Predicate is a --backfill-where that passed CheckPredicate: one boolean
@@ -91,10 +92,10 @@ const predicateTimeout = "30s"
 func CheckPredicate(ctx context.Context, conn *pgx.Conn, tb decode.Table, where string) (Predicate, error) {
 	p, err := ParsePredicate(where)
 	if err != nil {
-		return Predicate{}, fmt.Errorf("%w: %w", ErrNotReady, err)
+		return Predicate{}, fmt.Errorf("%w: %w", slot.ErrNotReady, err)
 	}
 	fail := func(format string, a ...any) (Predicate, error) {
-		return Predicate{}, fmt.Errorf("%w: --backfill-where %q on %s: %s", ErrNotReady, where, quoted(tb), fmt.Sprintf(format, a...))
+		return Predicate{}, fmt.Errorf("%w: --backfill-where %q on %s: %s", slot.ErrNotReady, where, quoted(tb), fmt.Sprintf(format, a...))
 	}
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err != nil {

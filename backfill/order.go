@@ -1,4 +1,4 @@
-package replication
+package backfill
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outbox-cdc/outbox-cdc/decode"
+	"github.com/outbox-cdc/outbox-cdc/slot"
 )
 
 // Order is the order in which a backfill publishes a table's rows. One
@@ -55,7 +56,7 @@ var statement = orderExpr{"cmin::text::bigint", "bigint"}
 func (o Order) exprs(tb decode.Table, types map[string]string) ([]orderExpr, error) {
 	id, ts := tb.Columns.ID, tb.Columns.Timestamp
 	if _, ok := types[id]; !ok {
-		return nil, fmt.Errorf("%w: outbox table %s has no id column %q", ErrNotReady, quoted(tb), id)
+		return nil, fmt.Errorf("%w: outbox table %s has no id column %q", slot.ErrNotReady, quoted(tb), id)
 	}
 	idExpr := orderExpr{pgx.Identifier{id}.Sanitize(), types[id]}
 	var tsExpr []orderExpr
@@ -67,7 +68,7 @@ func (o Order) exprs(tb decode.Table, types map[string]string) ([]orderExpr, err
 		return append(append([]orderExpr{{commitTime, "timestamptz"}}, tsExpr...), statement, idExpr), nil
 	case OrderTimestamp:
 		if tsExpr == nil {
-			return nil, fmt.Errorf("%w: --backfill-order=timestamp: outbox table %s has no timestamp column %q", ErrNotReady, quoted(tb), ts)
+			return nil, fmt.Errorf("%w: --backfill-order=timestamp: outbox table %s has no timestamp column %q", slot.ErrNotReady, quoted(tb), ts)
 		}
 		return append(tsExpr, statement, idExpr), nil
 	case OrderID:
@@ -109,9 +110,9 @@ func ChooseOrder(ctx context.Context, conn *pgx.Conn, tb decode.Table, want Orde
 	hasTS = hasTS && tb.Columns.Timestamp != ""
 	switch {
 	case want == OrderCommit && track != "on":
-		return "", fmt.Errorf("%w: --backfill-order=commit needs track_commit_timestamp = on (it records commits from then on)", ErrNotReady)
+		return "", fmt.Errorf("%w: --backfill-order=commit needs track_commit_timestamp = on (it records commits from then on)", slot.ErrNotReady)
 	case want == OrderTimestamp && !hasTS:
-		return "", fmt.Errorf("%w: --backfill-order=timestamp: outbox table %s has no timestamp column %q", ErrNotReady, quoted(tb), tb.Columns.Timestamp)
+		return "", fmt.Errorf("%w: --backfill-order=timestamp: outbox table %s has no timestamp column %q", slot.ErrNotReady, quoted(tb), tb.Columns.Timestamp)
 	case want != OrderAuto && want != "":
 		return want, nil
 	case track == "on":
@@ -122,7 +123,7 @@ func ChooseOrder(ctx context.Context, conn *pgx.Conn, tb decode.Table, want Orde
 	return "", fmt.Errorf("%w: the backfill of %s cannot follow commit order: the table has no timestamp column (--column-timestamp) and track_commit_timestamp is off, "+
 		"so ordering by id would publish an aggregate's events out of order unless ids grow in commit order. "+
 		"Choose: --backfill-order=id if ids come from a sequence, or turn track_commit_timestamp on (rows committed after that follow commit order)",
-		ErrNotReady, quoted(tb))
+		slot.ErrNotReady, quoted(tb))
 }
 
 // ParseOrder reads an --backfill-order value.
@@ -134,3 +135,5 @@ func ParseOrder(s string) (Order, error) {
 	}
 	return "", fmt.Errorf("--backfill-order %q: want one of auto, commit, timestamp, id", s)
 }
+
+func quoted(tb decode.Table) string { return pgx.Identifier{tb.Schema, tb.Name}.Sanitize() }

@@ -1,4 +1,4 @@
-package replication
+package slot
 
 import (
 	"context"
@@ -300,8 +300,10 @@ func readSlot(ctx context.Context, conn *pgx.Conn, slot string) (slotRow, error)
 // with writes.
 //
 // privileges are what role needs on the tables beyond streaming: DELETE
-// (--cleanup=delete-after-publish), UPDATE (mark), SELECT (backfill); with
-// backfill, the progress table is created and granted too.
+// (--cleanup=delete-after-publish), UPDATE (mark), SELECT (backfill).
+// With backfill the slot is left to run, which creates it exporting the
+// snapshot the backfill reads (the progress table's SQL is
+// backfill.SetupSQL's).
 func SetupSQL(ctx context.Context, conn *pgx.Conn, t Target, role string, privileges []string, backfill bool) ([]string, error) {
 	pub := pgx.Identifier{t.Publication}.Sanitize()
 	var out []string
@@ -366,11 +368,6 @@ func SetupSQL(ctx context.Context, conn *pgx.Conn, t Target, role string, privil
 			privs := append([]string{"SELECT"}, slices.DeleteFunc(slices.Clone(privileges), func(p string) bool { return p == "SELECT" })...)
 			out = append(out, fmt.Sprintf("GRANT %s ON %s TO %s;", strings.Join(privs, ", "), t.tableList(), r))
 		}
-		if backfill && len(t.Tables) > 0 {
-			out = append(out, BackfillTableSQL(t.Tables[0].Schema)+";",
-				backfillColumnsSQL(pgx.Identifier{t.Tables[0].Schema, BackfillTable}.Sanitize())+";",
-				fmt.Sprintf("GRANT SELECT, INSERT, UPDATE ON %s TO %s;", pgx.Identifier{t.Tables[0].Schema, BackfillTable}.Sanitize(), r))
-		}
 	}
 	// With a backfill, run creates the slot itself, exporting the snapshot
 	// the backfill reads: a slot created here would leave the rows committed
@@ -393,3 +390,27 @@ func SetupSQL(ctx context.Context, conn *pgx.Conn, t Target, role string, privil
 }
 
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// SlotExists reports whether slot exists.
+func SlotExists(ctx context.Context, conn *pgx.Conn, slot string) (bool, error) {
+	var ok bool
+	err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)`, slot).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("read replication slots: %w", err)
+	}
+	return ok, nil
+}
+
+// PrepareTables is Prepare without the slot: the server, the tables and
+// the publication.
+func PrepareTables(ctx context.Context, conn *pgx.Conn, t Target) error {
+	if err := checkServer(ctx, conn); err != nil {
+		return err
+	}
+	for _, tb := range t.Tables {
+		if err := checkTable(ctx, conn, tb); err != nil {
+			return err
+		}
+	}
+	return ensurePublication(ctx, conn, t)
+}

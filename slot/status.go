@@ -1,4 +1,4 @@
-package replication
+package slot
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package replication
+package backfill
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/outbox-cdc/outbox-cdc/slot"
 )
 
 // BackfillTable is the table, in the schema of the first outbox table,
@@ -54,12 +55,12 @@ type BackfillStore struct {
 }
 
 // OpenBackfillStore connects and creates the progress table when missing.
-func OpenBackfillStore(ctx context.Context, url, schema, slot string) (*BackfillStore, error) {
+func OpenBackfillStore(ctx context.Context, url, schema, slotName string) (*BackfillStore, error) {
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		return nil, fmt.Errorf("connect to postgres: %w", err)
 	}
-	s := &BackfillStore{conn: conn, name: pgx.Identifier{schema, BackfillTable}.Sanitize(), slot: slot}
+	s := &BackfillStore{conn: conn, name: pgx.Identifier{schema, BackfillTable}.Sanitize(), slot: slotName}
 	var exists, current bool
 	if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL, (SELECT count(*) = 4 FROM pg_attribute
 		WHERE attrelid = to_regclass($1) AND attname IN ('order_by', 'snapshot', 'after_key', 'last_key') AND NOT attisdropped)`, s.name).Scan(&exists, &current); err != nil {
@@ -75,13 +76,21 @@ func OpenBackfillStore(ctx context.Context, url, schema, slot string) (*Backfill
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "42501" {
 		conn.Close(context.Background())
-		return nil, fmt.Errorf("%w: the role may not create or upgrade %s, where --backfill-where keeps its progress; run outbox-cdc setup --backfill-where … --role … as the tables' owner", ErrNotReady, s.name)
+		return nil, fmt.Errorf("%w: the role may not create or upgrade %s, where --backfill-where keeps its progress; run outbox-cdc setup --backfill-where … --role … as the tables' owner", slot.ErrNotReady, s.name)
 	}
 	if err != nil {
 		conn.Close(context.Background())
 		return nil, fmt.Errorf("create %s: %w", s.name, err)
 	}
 	return s, nil
+}
+
+// SetupSQL creates the progress table in schema and grants role what the
+// backfill does with it, for outbox-cdc setup.
+func SetupSQL(schema, role string) []string {
+	name := pgx.Identifier{schema, BackfillTable}.Sanitize()
+	return []string{BackfillTableSQL(schema) + ";", backfillColumnsSQL(name) + ";",
+		fmt.Sprintf("GRANT SELECT, INSERT, UPDATE ON %s TO %s;", name, pgx.Identifier{role}.Sanitize())}
 }
 
 // BackfillTableSQL creates the progress table in schema.
@@ -197,30 +206,6 @@ func ReadBackfills(ctx context.Context, conn *pgx.Conn, schema, slot string) (ma
 		return nil, err
 	}
 	return loadBackfills(ctx, conn, name, slot)
-}
-
-// SlotExists reports whether slot exists.
-func SlotExists(ctx context.Context, conn *pgx.Conn, slot string) (bool, error) {
-	var ok bool
-	err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)`, slot).Scan(&ok)
-	if err != nil {
-		return false, fmt.Errorf("read replication slots: %w", err)
-	}
-	return ok, nil
-}
-
-// PrepareTables is Prepare without the slot: the server, the tables and
-// the publication.
-func PrepareTables(ctx context.Context, conn *pgx.Conn, t Target) error {
-	if err := checkServer(ctx, conn); err != nil {
-		return err
-	}
-	for _, tb := range t.Tables {
-		if err := checkTable(ctx, conn, tb); err != nil {
-			return err
-		}
-	}
-	return ensurePublication(ctx, conn, t)
 }
 
 // Lock waits until no other process backfills this slot, and keeps it so

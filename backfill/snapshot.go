@@ -1,4 +1,4 @@
-package replication
+package backfill
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outbox-cdc/outbox-cdc/decode"
+	"github.com/outbox-cdc/outbox-cdc/slot"
 )
 
 // Exported is a slot just created with its snapshot exported: the rows
@@ -279,7 +280,8 @@ func columnTypes(ctx context.Context, conn *pgx.Conn, tb decode.Table) (map[stri
 		return nil, fmt.Errorf("read columns of %s: %w", quoted(tb), err)
 	}
 	if len(types) == 0 {
-		return nil, fmt.Errorf("%w: table %s does not exist", ErrNotReady, quoted(tb))
+		return nil, fmt.Errorf("%w: table %s does not exist", slot.ErrNotReady, quoted(tb))
 	}
 	return types, nil
 }
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
