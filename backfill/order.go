@@ -37,6 +37,16 @@ const (
 	OrderID Order = "id"
 )
 
+// Spec is what a table's backfill reads: the rows Where selects, in Order.
+type Spec struct {
+	// Where selects the rows published from the slot's exported snapshot
+	// before streaming begins (checked by CheckPredicate before any use);
+	// empty: no backfill.
+	Where string
+	// Order is the order rows are read in; default auto.
+	Order Order
+}
+
 // Orders are the values --backfill-order takes.
 var Orders = []Order{OrderAuto, OrderCommit, OrderTimestamp, OrderID}
 

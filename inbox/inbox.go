@@ -1,18 +1,3 @@
-// Package inbox is for the services that consume events: an idempotent
-// consumer. outbox-cdc delivers at least once, so after a crash a consumer
-// may see an event again. Claim records the event's id in an inbox table
-// inside the consumer's own transaction, under a unique key, and reports
-// whether it was the first time: the side effect and the dedupe record then
-// commit, or roll back, together.
-//
-//	rec, err := inbox.FromKafkaGo(msg)
-//	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-//		first, err := box.Claim(ctx, tx, rec)
-//		if err != nil || !first {
-//			return err // seen before: already applied
-//		}
-//		return apply(ctx, tx, msg)
-//	})
 package inbox
 
 import (
@@ -20,13 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"iter"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/segmentio/kafka-go"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // IDHeader is the header outbox-cdc puts the event id in.
@@ -43,24 +27,22 @@ type Record struct {
 // ErrNoID is a record without an id header: not from outbox-cdc.
 var ErrNoID = errors.New("record has no id header")
 
-// FromKafkaGo reads a segmentio/kafka-go message.
-func FromKafkaGo(m kafka.Message) (Record, error) {
-	for _, h := range m.Headers {
-		if h.Key == IDHeader && len(h.Value) > 0 {
-			return Record{EventID: string(h.Value), Topic: m.Topic, Partition: int32(m.Partition), Offset: m.Offset}, nil
+// FromHeaders builds the Record of the event read at topic/partition@offset
+// from its headers, given as key/value pairs so that any client's header
+// type fits without copying: a closure over its slice, or maps.All over a
+// map. The first id header with a value wins; without one the error wraps
+// ErrNoID and names where the record was read, so the consumer can log it
+// and decide whether to skip it. Packages inbox/kafkago and inbox/franz do
+// this for segmentio/kafka-go and twmb/franz-go.
+func FromHeaders(topic string, partition int32, offset int64, headers iter.Seq2[string, []byte]) (Record, error) {
+	if headers != nil {
+		for k, v := range headers {
+			if k == IDHeader && len(v) > 0 {
+				return Record{EventID: string(v), Topic: topic, Partition: partition, Offset: offset}, nil
+			}
 		}
 	}
-	return Record{}, fmt.Errorf("%s/%d@%d: %w", m.Topic, m.Partition, m.Offset, ErrNoID)
-}
-
-// FromFranz reads a twmb/franz-go record.
-func FromFranz(r *kgo.Record) (Record, error) {
-	for _, h := range r.Headers {
-		if h.Key == IDHeader && len(h.Value) > 0 {
-			return Record{EventID: string(h.Value), Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}, nil
-		}
-	}
-	return Record{}, fmt.Errorf("%s/%d@%d: %w", r.Topic, r.Partition, r.Offset, ErrNoID)
+	return Record{}, fmt.Errorf("%s/%d@%d: %w", topic, partition, offset, ErrNoID)
 }
 
 // Inbox is one consumer's inbox table. Consumers that apply the same event

@@ -40,10 +40,10 @@ func (r *Relay) newPublisher(ctx context.Context, track *checkpoint.Tracker, hol
 		dlq = cfg.DeadLetterTopic
 	}
 	p.writer = sink.NewWriter(sink.Config{
-		Brokers: cfg.KafkaBrokers, Topic: r.topic, Topics: r.topics, BatchSize: cfg.BatchSize, BatchTimeout: cfg.BatchTimeout, Compression: sink.Codec(cfg.Compression),
+		Brokers: cfg.KafkaBrokers, Topic: r.topic, Topics: r.topics, BatchSize: cfg.BatchSize, BatchTimeout: cfg.BatchTimeout, Compression: sink.Codec(sink.Compression(cfg.Compression)),
 		MaxMessageBytes: cfg.MaxMessageBytes, CreateTopics: cfg.CreateTopics, TopicSpec: TopicSpec(cfg),
 		AutoCreateTopics: cfg.AutoCreateTopics, MetadataMaxAge: cfg.MetadataMaxAge, MissingTopicTimeout: cfg.MissingTopicTimeout,
-		DeadLetterTopic: dlq, Envelope: cfg.Envelope, CloudEventsSource: cfg.CloudEventsSource, MetadataHeaders: cfg.MetadataHeaders,
+		DeadLetterTopic: dlq, Envelope: sink.Envelope(cfg.Envelope), CloudEventsSource: cfg.CloudEventsSource, MetadataHeaders: cfg.MetadataHeaders,
 		Security: r.security, Observer: r.metrics, Logger: r.log, Hold: hold,
 	}, func(token uint64, reason string, err error) {
 		switch {

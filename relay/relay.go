@@ -157,7 +157,7 @@ func (r *Relay) Probe(ctx context.Context, standbyOK bool) error {
 // Target is the publication, slot and tables cfg names, each table with
 // the columns its topic template names.
 func Target(cfg config.Config) slot.Target {
-	t := slot.Target{Publication: cfg.Publication, Slot: cfg.Slot, Failover: cfg.SlotFailover}
+	t := slot.Target{Publication: cfg.Publication, Slot: cfg.Slot, Failover: slot.Failover(cfg.SlotFailover)}
 	for _, tc := range cfg.Tables {
 		tb := tc.Table
 		if topic, err := sink.ParseTopic(tc.Topic); err == nil {
@@ -221,6 +221,6 @@ func Security(k config.KafkaSecurity) (sink.Security, error) {
 			return s, err
 		}
 	}
-	s.SASL, err = sink.NewSASL(k.SASLMechanism, k.SASLUsername, k.SASLPassword)
+	s.SASL, err = sink.NewSASL(sink.SASLMechanism(k.SASLMechanism), k.SASLUsername, k.SASLPassword)
 	return s, err
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -50,10 +49,24 @@ type StreamConfig struct {
 	Logger         *slog.Logger
 }
 
+// walConn is what a Stream asks of its connection: pgConn on a server,
+// a fake in tests.
+type walConn interface {
+	StartReplication(ctx context.Context, slot string, start pglogrepl.LSN, opts pglogrepl.StartReplicationOptions) error
+	// ReceiveMessage returns one backend message; when the read deadline
+	// passes first, an error for which pgconn.Timeout is true.
+	ReceiveMessage(ctx context.Context) (pgproto3.BackendMessage, error)
+	// SetReadDeadline bounds ReceiveMessage; the zero time removes the bound.
+	SetReadDeadline(t time.Time) error
+	SendStandbyStatusUpdate(ctx context.Context, ssu pglogrepl.StandbyStatusUpdate) error
+	IsClosed() bool
+	Close(ctx context.Context) error
+}
+
 // Stream is one replication connection streaming one slot.
 type Stream struct {
 	cfg       StreamConfig
-	conn      *pgconn.PgConn
+	conn      walConn
 	progress  Progress
 	received  pglogrepl.LSN // newest WAL position received
 	heard     time.Time     // when the server was last heard from, or last listened to
@@ -90,18 +103,24 @@ func Connect(ctx context.Context, cfg StreamConfig, progress Progress) (*Stream,
 	if err != nil {
 		return nil, fmt.Errorf("open replication connection: %w", err)
 	}
+	return newStream(cfg, pgConn{conn}, progress), nil
+}
+
+// newStream is Connect's second half, on a connection already open: tests
+// pass a fake.
+func newStream(cfg StreamConfig, conn walConn, progress Progress) *Stream {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Stream{cfg: cfg, conn: conn, progress: progress, log: log}, nil
+	return &Stream{cfg: cfg, conn: conn, progress: progress, log: log}
 }
 
 // Start begins streaming the slot from start, which should be the slot's
 // confirmed position as read by Prepare.
 func (s *Stream) Start(ctx context.Context, start pglogrepl.LSN) error {
 	pub := `"` + strings.ReplaceAll(s.cfg.Publication, `"`, `""`) + `"`
-	err := pglogrepl.StartReplication(ctx, s.conn, s.cfg.Slot, start, pglogrepl.StartReplicationOptions{
+	err := s.conn.StartReplication(ctx, s.cfg.Slot, start, pglogrepl.StartReplicationOptions{
 		PluginArgs: []string{
 			"proto_version '1'",
 			"publication_names '" + strings.ReplaceAll(pub, "'", "''") + "'",
@@ -125,17 +144,17 @@ func (s *Stream) Start(ctx context.Context, start pglogrepl.LSN) error {
 // message to handle and reporting progress at least every StatusInterval.
 // It returns ctx's cause when ctx ends.
 func (s *Stream) Run(ctx context.Context, handle Handler) error {
-	d := newDeadline(ctx, min(s.confirmEvery(), s.cfg.StatusInterval, s.receiveTimeout()/2), s.conn.Conn())
+	d := newDeadline(ctx, min(s.confirmEvery(), s.cfg.StatusInterval, s.receiveTimeout()/2), s.conn)
 	defer d.stop()
 	// Reads are bounded by the socket's read deadline, set once per status
 	// interval, rather than by a context: pgconn watches a context with a
 	// goroutine handoff on every call, a cost per message (7% of the relay's
 	// CPU at 5,000 single-row transactions a second). Ending ctx ends a read
 	// at once the same way.
-	stopWatch := context.AfterFunc(ctx, func() { _ = s.conn.Conn().SetReadDeadline(time.Now()) })
+	stopWatch := context.AfterFunc(ctx, func() { _ = s.conn.SetReadDeadline(time.Now()) })
 	defer func() {
 		stopWatch()
-		_ = s.conn.Conn().SetReadDeadline(time.Time{})
+		_ = s.conn.SetReadDeadline(time.Time{})
 	}()
 	s.heard = time.Now()
 	for {
@@ -234,12 +253,12 @@ func (s *Stream) receiveTimeout() time.Duration {
 type deadline struct {
 	parent   context.Context
 	interval time.Duration
-	conn     net.Conn
+	conn     interface{ SetReadDeadline(time.Time) error }
 	ctx      context.Context
 	cancel   context.CancelFunc
 }
 
-func newDeadline(parent context.Context, interval time.Duration, conn net.Conn) *deadline {
+func newDeadline(parent context.Context, interval time.Duration, conn interface{ SetReadDeadline(time.Time) error }) *deadline {
 	d := &deadline{parent: parent, interval: interval, conn: conn}
 	d.reset()
 	return d
@@ -310,7 +329,7 @@ func (s *Stream) sendStatus(replyRequested bool) error {
 	if flushed == 0 {
 		write = 0
 	}
-	err := pglogrepl.SendStandbyStatusUpdate(context.Background(), s.conn, pglogrepl.StandbyStatusUpdate{
+	err := s.conn.SendStandbyStatusUpdate(context.Background(), pglogrepl.StandbyStatusUpdate{
 		WALWritePosition: write,
 		WALFlushPosition: flushed,
 		WALApplyPosition: flushed,

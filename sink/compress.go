@@ -10,9 +10,21 @@ import (
 	kafkalz4 "github.com/segmentio/kafka-go/compress/lz4"
 )
 
+// Compression names a record batch codec: none, gzip, snappy, lz4 or zstd.
+type Compression string
+
+// Compressions.
+const (
+	CompressionNone   Compression = "none"
+	CompressionGzip   Compression = "gzip"
+	CompressionSnappy Compression = "snappy"
+	CompressionLz4    Compression = "lz4"
+	CompressionZstd   Compression = "zstd"
+)
+
 // Codec returns the compression codec called name (none, gzip, snappy, lz4,
 // zstd); anything else is none.
-func Codec(name string) kafka.Compression {
+func Codec(name Compression) kafka.Compression {
 	switch name {
 	case "gzip":
 		return kafka.Gzip

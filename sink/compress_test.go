@@ -28,7 +28,7 @@ func TestCompressedBatchesReadBack(t *testing.T) {
 			const events = 500
 			f := newFates(events)
 			w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 1000, BatchTimeout: time.Millisecond,
-				Compression: Codec(name), AutoCreateTopics: true, MissingTopicTimeout: 10 * time.Second}, f.done)
+				Compression: Codec(Compression(name)), AutoCreateTopics: true, MissingTopicTimeout: 10 * time.Second}, f.done)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			want := map[string]string{}
@@ -62,8 +62,8 @@ func TestCompressedBatchesReadBack(t *testing.T) {
 			if got != events {
 				t.Fatalf("read %d of %d records", got, events)
 			}
-			if !codecs[int8(Codec(name))] || len(codecs) != 1 {
-				t.Errorf("batches compressed with %v, want only %s (%d)", codecs, name, Codec(name))
+			if !codecs[int8(Codec(Compression(name)))] || len(codecs) != 1 {
+				t.Errorf("batches compressed with %v, want only %s (%d)", codecs, name, Codec(Compression(name)))
 			}
 		})
 	}

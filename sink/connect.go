@@ -59,8 +59,12 @@ func NewTLSConfig(f TLSFiles) (*tls.Config, error) {
 	return cfg, nil
 }
 
+// SASLMechanism names a SASL mechanism: "" (none), plain, scram-sha-256
+// or scram-sha-512.
+type SASLMechanism string
+
 // NewSASL returns the mechanism named plain, scram-sha-256 or scram-sha-512.
-func NewSASL(mechanism, username, password string) (sasl.Mechanism, error) {
+func NewSASL(mechanism SASLMechanism, username, password string) (sasl.Mechanism, error) {
 	switch mechanism {
 	case "":
 		return nil, nil

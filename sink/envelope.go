@@ -9,16 +9,19 @@ import (
 	"github.com/outbox-cdc/outbox-cdc/decode"
 )
 
-// Envelopes: what an event looks like on the wire.
+// Envelope is what an event looks like on the wire.
+type Envelope string
+
+// Envelopes.
 const (
 	// EnvelopeRaw sends the payload as the value, with the id, event_type
 	// and aggregate_type headers and the row's own headers.
-	EnvelopeRaw = "raw"
+	EnvelopeRaw Envelope = "raw"
 	// EnvelopeCloudEvents follows the CloudEvents 1.0 Kafka protocol
 	// binding in binary mode: the value is still the payload, byte for
 	// byte, and the context attributes travel as ce_* headers beside the
 	// raw envelope's headers.
-	EnvelopeCloudEvents = "cloudevents"
+	EnvelopeCloudEvents Envelope = "cloudevents"
 )
 
 // Ordering metadata headers (Config.MetadataHeaders), for consumers that

@@ -51,7 +51,7 @@ type Config struct {
 	// headers. Empty means no dead-lettering: such an event fails the stream.
 	DeadLetterTopic string
 	// Envelope is EnvelopeRaw (the default) or EnvelopeCloudEvents.
-	Envelope string
+	Envelope Envelope
 	// CloudEventsSource is ce_source; empty: /outbox-cdc/ and the table.
 	CloudEventsSource string
 	// MetadataHeaders adds the commit LSN, transaction id and commit time.

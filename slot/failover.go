@@ -8,11 +8,14 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// Failover is how a new slot is created: failover-enabled or not.
+type Failover string
+
 // Values of Target.Failover (--slot-failover).
 const (
-	FailoverAuto = "auto"
-	FailoverOn   = "true"
-	FailoverOff  = "false"
+	FailoverAuto Failover = "auto"  // failover-enabled on PostgreSQL 17 and newer
+	FailoverOn   Failover = "true"  // failover-enabled; refused before 17
+	FailoverOff  Failover = "false" // never
 )
 
 // WantFailover says whether t's slot should be failover-enabled on the

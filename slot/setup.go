@@ -22,7 +22,7 @@ type Target struct {
 	Slot        string
 	// Failover is how a new slot is created: FailoverAuto (failover-enabled
 	// on PostgreSQL 17 and newer), FailoverOn or FailoverOff.
-	Failover string
+	Failover Failover
 }
 
 // quoted is a table's name as SQL wants it.

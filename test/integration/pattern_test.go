@@ -20,6 +20,8 @@ import (
 
 	"github.com/outbox-cdc/outbox-cdc/examples/orders"
 	"github.com/outbox-cdc/outbox-cdc/inbox"
+	"github.com/outbox-cdc/outbox-cdc/inbox/franz"
+	"github.com/outbox-cdc/outbox-cdc/inbox/kafkago"
 	outboxw "github.com/outbox-cdc/outbox-cdc/outbox"
 )
 
@@ -185,9 +187,9 @@ func TestOutboxWriterAndInbox(t *testing.T) {
 			var rec inbox.Record
 			var err error
 			if (i+pass)%2 == 0 {
-				rec, err = inbox.FromKafkaGo(m)
+				rec, err = kafkago.FromMessage(m)
 			} else {
-				rec, err = inbox.FromFranz(franzRecord(m))
+				rec, err = franz.FromRecord(franzRecord(m))
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -201,7 +203,7 @@ func TestOutboxWriterAndInbox(t *testing.T) {
 	if applied != len(first) || total != len(first) {
 		t.Errorf("applied %d, side effect %d; want each of the %d events once", applied, total, len(first))
 	}
-	if _, err := inbox.FromKafkaGo(kafka.Message{Topic: "x"}); !errors.Is(err, inbox.ErrNoID) {
+	if _, err := kafkago.FromMessage(kafka.Message{Topic: "x"}); !errors.Is(err, inbox.ErrNoID) {
 		t.Errorf("a record without an id header: %v", err)
 	}
 }

@@ -1,0 +1,38 @@
+package franz
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outbox-cdc/outbox-cdc/inbox"
+)
+
+func TestFromRecord(t *testing.T) {
+	tests := []struct {
+		name    string
+		headers []kgo.RecordHeader
+		want    inbox.Record
+		wantErr error
+	}{
+		{
+			name:    "id header",
+			headers: []kgo.RecordHeader{{Key: "type", Value: []byte("OrderPaid")}, {Key: "id", Value: []byte("e-1")}},
+			want:    inbox.Record{EventID: "e-1", Topic: "orders", Partition: 2, Offset: 7},
+		},
+		{name: "no id header", headers: []kgo.RecordHeader{{Key: "type", Value: []byte("OrderPaid")}}, wantErr: inbox.ErrNoID},
+		{name: "no headers", wantErr: inbox.ErrNoID},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := FromRecord(&kgo.Record{Topic: "orders", Partition: 2, Offset: 7, Headers: tt.headers})
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tt.wantErr)
+			}
+			if got != tt.want {
+				t.Errorf("record %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,165 @@
+package relay
+
+import (
+	"time"
+
+	"github.com/outbox-cdc/outbox-cdc/backfill"
+	"github.com/outbox-cdc/outbox-cdc/cleanup"
+	"github.com/outbox-cdc/outbox-cdc/decode"
+	"github.com/outbox-cdc/outbox-cdc/sink"
+	"github.com/outbox-cdc/outbox-cdc/slot"
+)
+
+// Config is everything one relay needs, composed of each component's own
+// settings. Default returns every default; package config fills a Config
+// from flags, OUTBOX_CDC_* variables and a config file, and New validates
+// it (Validate) once. A setting is declared here once: the flags take their
+// defaults from Default, and the config file's keys are these fields'.
+type Config struct {
+	// PostgresURL is the database the slot is in: a libpq URL or key=value
+	// (required). TLS through sslmode, sslrootcert, sslcert and sslkey.
+	PostgresURL string
+	// Kafka is how the brokers are reached.
+	Kafka Kafka
+	// Slot is the publication and the replication slot streamed.
+	Slot Slot
+	// Tables are the outbox tables, each with its own mapping, route,
+	// cleanup and backfill. Table builds one with Defaults' settings.
+	Tables []Table
+	// Messages are the transactional logical decoding messages relayed as
+	// events (outbox.Writer's Emit, sql/outbox_emit.sql).
+	Messages Messages
+	// Stream bounds what is in flight and paces the replication connection.
+	Stream Stream
+	// Producer is how events become Kafka records.
+	Producer Producer
+	// Topics is how topics are created, capped, and where rows that cannot
+	// be published go.
+	Topics Topics
+	// Cleanup is what becomes of a row once its event is in Kafka.
+	Cleanup cleanup.Policy
+	// BackfillForce runs each table's backfill again on an existing slot,
+	// in a snapshot of its own: rows it also streams are published twice.
+	BackfillForce bool
+	// Defaults are the per-table settings a table named by --table alone
+	// gets (the flags set them; the config file overrides them per table).
+	Defaults Table
+}
+
+// Kafka is how the relay reaches the brokers: TLS, SASL, both or neither.
+type Kafka struct {
+	Brokers []string // bootstrap brokers, host:port (required)
+	// TLS turns TLS on; implied by any of TLSFiles' fields.
+	TLS      bool
+	TLSFiles sink.TLSFiles
+	// SASLMechanism is "", plain, scram-sha-256 or scram-sha-512.
+	SASLMechanism sink.SASLMechanism
+	SASLUsername  string
+	SASLPassword  string // never logged
+	// SASLAllowPlaintext permits SASL PLAIN without TLS, which sends the
+	// password in clear; without it such a configuration is refused.
+	SASLAllowPlaintext bool
+}
+
+// Slot names what the relay streams from.
+type Slot struct {
+	Publication string // default outbox_cdc; created when missing
+	Name        string // the logical replication slot (pgoutput); default outbox_cdc
+	// Failover is how a new slot is created: auto (failover-enabled on
+	// PostgreSQL 17 and newer), on or off.
+	Failover slot.Failover
+}
+
+// Messages are the logical decoding messages relayed as events.
+type Messages struct {
+	// Prefix is the messages' prefix (pg_logical_emit_message(true,
+	// PREFIX, CONTENT)); default outbox; empty: none are relayed.
+	Prefix string
+	// Route is where their events go (the defaults' route by default).
+	Route Route
+}
+
+// Table is one outbox table and what each component does with it.
+type Table struct {
+	decode.Table // schema, name and column mapping
+	Route        Route
+	// Mark and MarkDead are what Cleanup = mark sets on published and on
+	// dead-lettered rows (cleanup.ParseSet).
+	Mark, MarkDead []cleanup.Set
+	// Backfill is what the backfill reads when the slot is created.
+	Backfill backfill.Spec
+}
+
+// Route is where a table's events go: a topic template, an optional
+// rewrite and allow-list, and how missing topics are created.
+type Route struct {
+	// Topic is the template (sink.ParseTopic); default
+	// outbox.event.{aggregate_type}.
+	Topic string
+	// Regex and Replacement rewrite routed names that Regex matches whole
+	// (RE2; $1 for a group); empty: names as routed.
+	Regex, Replacement string
+	// Allow is an allow-list (RE2) every routed name must match whole;
+	// other events are dead-lettered (topic_not_allowed). Empty: any.
+	Allow string
+	// Spec is how a missing topic is created (partitions, replication
+	// factor, configs; 0 and nil: the broker's defaults).
+	Spec sink.TopicSpec
+}
+
+// Stream bounds the events in flight and paces the replication connection.
+type Stream struct {
+	MaxInFlight      int           // events published but not yet acknowledged; default 10000
+	MaxInFlightBytes int64         // their payload bytes; default 64 MiB
+	ConfirmInterval  time.Duration // how soon a newly acknowledged position is reported; default 20ms
+	StatusInterval   time.Duration // longest gap between standby status updates; default 10s
+	ReceiveTimeout   time.Duration // server silence after which the connection is presumed dead; default 30s
+	DrainTimeout     time.Duration // how long shutdown waits for in-flight acks; default 30s
+	// HeartbeatInterval is how often, while nothing is in flight, a
+	// logical decoding message is written so that an idle outbox advances
+	// its slot; also how often slot metrics are read. Default 10s; 0: none.
+	HeartbeatInterval time.Duration
+}
+
+// Producer is how events become Kafka records.
+type Producer struct {
+	BatchSize           int              // most messages of one partition in one request; default 1000
+	BatchTimeout        time.Duration    // least time between two requests to one broker under load; default 7ms
+	Compression         sink.Compression // default lz4
+	MaxMessageBytes     int              // largest record; larger rows are invalid; default 1,000,000
+	MetadataMaxAge      time.Duration    // how long a topic's partitions are trusted; default 1m
+	MissingTopicTimeout time.Duration    // how long an event waits for a missing topic; default 30s
+	Envelope            sink.Envelope    // default raw
+	CloudEventsSource   string           // ce_source; empty: /outbox-cdc/ and the table
+	MetadataHeaders     bool             // commit LSN, xid and commit time headers
+}
+
+// Topics is how topics are created and capped, and what becomes of a row
+// that cannot be published.
+type Topics struct {
+	// Create creates a missing topic through the admin API, with its
+	// route's Spec (default true).
+	Create bool
+	// AutoCreate is deprecated: without Create, ask the broker to create a
+	// missing topic with its defaults.
+	AutoCreate bool
+	// Max bounds the topics routed from rows' values (sink.TopicLimit);
+	// default 1000; 0: no cap.
+	Max int
+	// OnInvalid is what becomes of a row that cannot be published.
+	OnInvalid OnInvalid
+	// DeadLetterTopic receives such rows with OnInvalid = dlq; default
+	// outbox.dlq. It is created with Spec.
+	DeadLetterTopic string
+	// Spec is how the dead-letter topic is created.
+	Spec sink.TopicSpec
+}
+
+// OnInvalid is what becomes of a row that cannot be published.
+type OnInvalid string
+
+// Values of OnInvalid.
+const (
+	OnInvalidDLQ  OnInvalid = "dlq"  // to the dead-letter topic, and go on
+	OnInvalidFail OnInvalid = "fail" // stop without confirming it
+)
