@@ -36,86 +36,119 @@ type token struct {
 func lexExpr(src string) ([]token, error) {
 	var out []token
 	for i := 0; i < len(src); {
-		c := src[i]
-		switch {
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v':
-			i++
-		case strings.HasPrefix(src[i:], "--"):
-			end := strings.IndexAny(src[i:], "\n\r")
-			if end < 0 {
-				return out, nil
-			}
-			i += end
-		case strings.HasPrefix(src[i:], "/*"):
-			end, err := blockComment(src, i)
-			if err != nil {
-				return nil, err
-			}
-			i = end
-		case c == '\'':
-			end, err := quotedEnd(src, i, '\'', false)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, token{tokString, src[i:end]})
-			i = end
-		case c == '"':
-			end, err := quotedEnd(src, i, '"', false)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, token{tokQuoted, strings.ReplaceAll(src[i+1:end-1], `""`, `"`)})
-			i = end
-		case c == '$' && i+1 < len(src) && isDigit(src[i+1]):
-			j := i + 1
-			for j < len(src) && isDigit(src[j]) {
-				j++
-			}
-			out = append(out, token{tokParam, src[i:j]})
-			i = j
-		case c == '$':
-			end, err := dollarQuoted(src, i)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, token{tokString, src[i:end]})
-			i = end
-		case isIdentStart(c):
-			t, end, err := word(src, i)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, t)
-			i = end
-		case isDigit(c) || c == '.' && i+1 < len(src) && isDigit(src[i+1]):
-			j := i
-			for j < len(src) && (isIdentChar(src[j]) || src[j] == '.' ||
-				(src[j] == '+' || src[j] == '-') && (src[j-1] == 'e' || src[j-1] == 'E')) {
-				j++
-			}
-			out = append(out, token{tokNumber, src[i:j]})
-			i = j
-		case strings.IndexByte("()[],;:.", c) >= 0:
-			if c == ':' && i+1 < len(src) && src[i+1] == ':' {
-				out = append(out, token{tokOp, "::"})
-				i += 2
-				continue
-			}
-			out = append(out, token{tokPunct, string(c)})
-			i++
-		case strings.IndexByte(opChars, c) >= 0:
-			j := i
-			for j < len(src) && strings.IndexByte(opChars, src[j]) >= 0 &&
-				!strings.HasPrefix(src[j:], "--") && !strings.HasPrefix(src[j:], "/*") {
-				j++
-			}
-			out = append(out, token{tokOp, src[i:j]})
-			i = j
-		default:
-			return nil, fmt.Errorf("unexpected character %q at offset %d", c, i)
+		end, err := skipSpace(src, i)
+		if err != nil {
+			return nil, err
 		}
+		if end > i {
+			i = end
+			continue
+		}
+		t, end, err := lexToken(src, i)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+		i = end
 	}
 	return out, nil
+}
+
+// skipSpace returns the offset past the whitespace character or comment at
+// i, or i when there is neither. It runs before lexToken because "--" and
+// "/*" would otherwise read as operators. A line comment ends at its line's
+// end, or at the end of src.
+func skipSpace(src string, i int) (int, error) {
+	switch c := src[i]; {
+	case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v':
+		return i + 1, nil
+	case strings.HasPrefix(src[i:], "--"):
+		end := strings.IndexAny(src[i:], "\n\r")
+		if end < 0 {
+			return len(src), nil
+		}
+		return i + end, nil
+	case strings.HasPrefix(src[i:], "/*"):
+		return blockComment(src, i)
+	}
+	return i, nil
+}
+
+// lexToken reads the token at i, where skipSpace found neither whitespace
+// nor a comment, and returns it with the offset just past it.
+func lexToken(src string, i int) (token, int, error) {
+	switch c := src[i]; {
+	case c == '\'':
+		end, err := quotedEnd(src, i, '\'', false)
+		if err != nil {
+			return token{}, 0, err
+		}
+		return token{tokString, src[i:end]}, end, nil
+	case c == '"':
+		end, err := quotedEnd(src, i, '"', false)
+		if err != nil {
+			return token{}, 0, err
+		}
+		return token{tokQuoted, strings.ReplaceAll(src[i+1:end-1], `""`, `"`)}, end, nil
+	case c == '$':
+		return dollar(src, i)
+	case isIdentStart(c):
+		return word(src, i)
+	case isDigit(c) || c == '.' && i+1 < len(src) && isDigit(src[i+1]):
+		end := numberEnd(src, i)
+		return token{tokNumber, src[i:end]}, end, nil
+	case c == ':' && i+1 < len(src) && src[i+1] == ':':
+		// The cast operator, before ':' alone is taken as punctuation.
+		return token{tokOp, "::"}, i + 2, nil
+	case strings.IndexByte("()[],;:.", c) >= 0:
+		return token{tokPunct, string(c)}, i + 1, nil
+	case strings.IndexByte(opChars, c) >= 0:
+		end := operatorEnd(src, i)
+		return token{tokOp, src[i:end]}, end, nil
+	default:
+		return token{}, 0, fmt.Errorf("unexpected character %q at offset %d", c, i)
+	}
+}
+
+// dollar reads what starts with '$' at i: a parameter ($1) when a digit
+// follows, else a dollar-quoted string ($tag$…$tag$).
+func dollar(src string, i int) (token, int, error) {
+	if i+1 < len(src) && isDigit(src[i+1]) {
+		j := i + 1
+		for j < len(src) && isDigit(src[j]) {
+			j++
+		}
+		return token{tokParam, src[i:j]}, j, nil
+	}
+	end, err := dollarQuoted(src, i)
+	if err != nil {
+		return token{}, 0, err
+	}
+	return token{tokString, src[i:end]}, end, nil
+}
+
+// numberEnd returns the offset past the numeric constant at i. Letters,
+// digits, underscores, dots and an exponent's sign all belong to it
+// (1.5e+3, 0x1F, 1_000), so no part of a constant is read as a name.
+func numberEnd(src string, i int) int {
+	j := i
+	for j < len(src) && (isIdentChar(src[j]) || src[j] == '.' ||
+		(src[j] == '+' || src[j] == '-') && (src[j-1] == 'e' || src[j-1] == 'E')) {
+		j++
+	}
+	return j
+}
+
+// operatorEnd returns the offset past the run of operator characters at i.
+// The run stops where a comment begins, as in the server's scanner: "a+--x"
+// is a plus and a comment, not an operator "+--".
+func operatorEnd(src string, i int) int {
+	j := i
+	for j < len(src) && strings.IndexByte(opChars, src[j]) >= 0 &&
+		!strings.HasPrefix(src[j:], "--") && !strings.HasPrefix(src[j:], "/*") {
+		j++
+	}
+	return j
 }
 
 const opChars = "+-*/<>=~!@#%^&|`?"

@@ -12,20 +12,20 @@ import (
 	"github.com/outbox-cdc/outbox-cdc/slot"
 )
 
-// BackfillTable is the table, in the schema of the first outbox table,
+// ProgressTable is the table, in the schema of the first outbox table,
 // where backfills keep their progress: a row per slot and outbox table. A
 // restart reads it to know whether a backfill is done, or where to resume.
-const BackfillTable = "outbox_cdc_backfill"
+const ProgressTable = "outbox_cdc_backfill"
 
 // Backfill phases.
 const (
-	BackfillPending = "pending" // recorded before the slot is created
-	BackfillRunning = "running"
-	BackfillDone    = "done"
+	PhasePending = "pending" // recorded before the slot is created
+	PhaseRunning = "running"
+	PhaseDone    = "done"
 )
 
-// BackfillState is one table's backfill for one slot.
-type BackfillState struct {
+// State is one table's backfill for one slot.
+type State struct {
 	Table           string // schema.table
 	Phase           string
 	ConsistentPoint pglogrepl.LSN
@@ -47,20 +47,20 @@ type BackfillState struct {
 	Last *Key
 }
 
-// BackfillStore reads and writes the progress of slot's backfills.
-type BackfillStore struct {
+// Store reads and writes the progress of slot's backfills.
+type Store struct {
 	conn *pgx.Conn
 	name string // quoted schema.outbox_cdc_backfill
 	slot string
 }
 
-// OpenBackfillStore connects and creates the progress table when missing.
-func OpenBackfillStore(ctx context.Context, url, schema, slotName string) (*BackfillStore, error) {
+// OpenStore connects and creates the progress table when missing.
+func OpenStore(ctx context.Context, url, schema, slotName string) (*Store, error) {
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		return nil, fmt.Errorf("connect to postgres: %w", err)
 	}
-	s := &BackfillStore{conn: conn, name: pgx.Identifier{schema, BackfillTable}.Sanitize(), slot: slotName}
+	s := &Store{conn: conn, name: pgx.Identifier{schema, ProgressTable}.Sanitize(), slot: slotName}
 	var exists, current bool
 	if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL, (SELECT count(*) = 4 FROM pg_attribute
 		WHERE attrelid = to_regclass($1) AND attname IN ('order_by', 'snapshot', 'after_key', 'last_key') AND NOT attisdropped)`, s.name).Scan(&exists, &current); err != nil {
@@ -69,7 +69,7 @@ func OpenBackfillStore(ctx context.Context, url, schema, slotName string) (*Back
 	}
 	switch {
 	case !exists:
-		_, err = conn.Exec(ctx, BackfillTableSQL(schema))
+		_, err = conn.Exec(ctx, ProgressTableSQL(schema))
 	case !current:
 		_, err = conn.Exec(ctx, backfillColumnsSQL(s.name))
 	}
@@ -88,14 +88,14 @@ func OpenBackfillStore(ctx context.Context, url, schema, slotName string) (*Back
 // SetupSQL creates the progress table in schema and grants role what the
 // backfill does with it, for outbox-cdc setup.
 func SetupSQL(schema, role string) []string {
-	name := pgx.Identifier{schema, BackfillTable}.Sanitize()
-	return []string{BackfillTableSQL(schema) + ";", backfillColumnsSQL(name) + ";",
+	name := pgx.Identifier{schema, ProgressTable}.Sanitize()
+	return []string{ProgressTableSQL(schema) + ";", backfillColumnsSQL(name) + ";",
 		fmt.Sprintf("GRANT SELECT, INSERT, UPDATE ON %s TO %s;", name, pgx.Identifier{role}.Sanitize())}
 }
 
 // BackfillTableSQL creates the progress table in schema.
-func BackfillTableSQL(schema string) string {
-	return `CREATE TABLE IF NOT EXISTS ` + pgx.Identifier{schema, BackfillTable}.Sanitize() + ` (
+func ProgressTableSQL(schema string) string {
+	return `CREATE TABLE IF NOT EXISTS ` + pgx.Identifier{schema, ProgressTable}.Sanitize() + ` (
 		slot text NOT NULL, outbox_table text NOT NULL, phase text NOT NULL, consistent_point pg_lsn,
 		total bigint NOT NULL DEFAULT 0, done bigint NOT NULL DEFAULT 0, after_time text, after_id text,
 		updated_at timestamptz NOT NULL DEFAULT now(), order_by text, snapshot text, after_key text[], last_key text[],
@@ -110,22 +110,22 @@ func backfillColumnsSQL(name string) string {
 }
 
 // Close closes the store's connection.
-func (s *BackfillStore) Close() { s.conn.Close(context.Background()) }
+func (s *Store) Close() { s.conn.Close(context.Background()) }
 
 // Load returns the slot's backfills by table.
-func (s *BackfillStore) Load(ctx context.Context) (map[string]BackfillState, error) {
+func (s *Store) Load(ctx context.Context) (map[string]State, error) {
 	return loadBackfills(ctx, s.conn, s.name, s.slot)
 }
 
-func loadBackfills(ctx context.Context, conn *pgx.Conn, name, slot string) (map[string]BackfillState, error) {
+func loadBackfills(ctx context.Context, conn *pgx.Conn, name, slot string) (map[string]State, error) {
 	rows, err := conn.Query(ctx, `SELECT outbox_table, phase, coalesce(consistent_point::text, ''), total, done, after_time, after_id, updated_at,
 		to_jsonb(b) ->> 'order_by', to_jsonb(b) ->> 'snapshot', to_jsonb(b) -> 'after_key', to_jsonb(b) -> 'last_key'
 		FROM `+name+` b WHERE slot = $1`, slot)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", name, err)
 	}
-	out := map[string]BackfillState{}
-	var st BackfillState
+	out := map[string]State{}
+	var st State
 	var lsn string
 	var afterTime, afterID, order, snapshot *string
 	var afterKey, lastKey []*string
@@ -163,7 +163,7 @@ func loadBackfills(ctx context.Context, conn *pgx.Conn, name, slot string) (map[
 }
 
 // Save records st.
-func (s *BackfillStore) Save(ctx context.Context, st BackfillState) error {
+func (s *Store) Save(ctx context.Context, st State) error {
 	var lsn, order, snapshot *string
 	var afterKey, lastKey []*string
 	if st.Last != nil {
@@ -198,8 +198,8 @@ func (s *BackfillStore) Save(ctx context.Context, st BackfillState) error {
 // ReadBackfills returns slot's backfills, recorded in schema's progress
 // table; none when there is no such table, or the role may not read it
 // (then it runs no backfill: a backfilling role is granted SELECT on it).
-func ReadBackfills(ctx context.Context, conn *pgx.Conn, schema, slot string) (map[string]BackfillState, error) {
-	name := pgx.Identifier{schema, BackfillTable}.Sanitize()
+func ReadStates(ctx context.Context, conn *pgx.Conn, schema, slot string) (map[string]State, error) {
+	name := pgx.Identifier{schema, ProgressTable}.Sanitize()
 	var readable bool
 	if err := conn.QueryRow(ctx, `SELECT CASE WHEN to_regclass($1) IS NULL THEN false
 		ELSE has_table_privilege(to_regclass($1), 'SELECT') END`, name).Scan(&readable); err != nil || !readable {
@@ -210,7 +210,7 @@ func ReadBackfills(ctx context.Context, conn *pgx.Conn, schema, slot string) (ma
 
 // Lock waits until no other process backfills this slot, and keeps it so
 // until Close.
-func (s *BackfillStore) Lock(ctx context.Context) error {
+func (s *Store) Lock(ctx context.Context) error {
 	if _, err := s.conn.Exec(ctx, `SELECT pg_advisory_lock(hashtext('outbox-cdc backfill ' || $1))`, s.slot); err != nil {
 		return fmt.Errorf("wait for another instance's backfill of slot %q: %w", s.slot, err)
 	}

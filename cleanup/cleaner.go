@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -13,10 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outbox-cdc/outbox-cdc/decode"
+	"github.com/outbox-cdc/outbox-cdc/internal/backoff"
 )
-
-// ErrNotReady is a table that cleanup cannot work on as configured.
-var ErrNotReady = errors.New("outbox table not ready for --cleanup")
 
 // batchSize is the most rows one DELETE names.
 const batchSize = 1000
@@ -220,7 +217,7 @@ func (c *Cleaner) Run(ctx context.Context) {
 					c.log.Warn("deleting published outbox rows failed; retrying (their positions are not confirmed meanwhile)", slog.Any("err", err))
 				}
 				select {
-				case <-time.After(backoff(failing)):
+				case <-time.After(backoff.Delay(failing, retryBase, retryCeiling)):
 				case <-ctx.Done():
 					return
 				}
@@ -359,8 +356,6 @@ func (c *Cleaner) apply(ctx context.Context, conn **pgx.Conn, groups map[group][
 	return deleted, marked, nil
 }
 
-func backoff(attempt int) time.Duration {
-	d := 100 * time.Millisecond << min(attempt, 6)
-	d = min(d, 5*time.Second)
-	return d/2 + rand.N(d/2+1)
-}
+// A failed flush is tried again after a jittered wait that doubles from
+// retryBase up to retryCeiling (see backoff.Delay).
+const retryBase, retryCeiling = 100 * time.Millisecond, 5 * time.Second

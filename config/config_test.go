@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/outbox-cdc/outbox-cdc/cleanup"
+	"github.com/outbox-cdc/outbox-cdc/relay"
 )
 
 func TestFlagWinsOverEnvironment(t *testing.T) {
@@ -23,13 +26,14 @@ func TestFlagWinsOverEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Slot != "from_flag" || c.PostgresURL != "postgres://env@h/db" || c.BatchTimeout != 2*time.Millisecond {
-		t.Errorf("slot %q url %q batch timeout %s", c.Slot, c.PostgresURL, c.BatchTimeout)
+	r := c.Relay
+	if r.Slot.Name != "from_flag" || r.PostgresURL != "postgres://env@h/db" || r.Producer.BatchTimeout != 2*time.Millisecond {
+		t.Errorf("slot %q url %q batch timeout %s", r.Slot.Name, r.PostgresURL, r.Producer.BatchTimeout)
 	}
-	if strings.Join(c.KafkaBrokers, ",") != "a:9092,b:9092" || c.TableNames() != "app.events" {
-		t.Errorf("brokers %v table %s", c.KafkaBrokers, c.TableNames())
+	if strings.Join(r.Kafka.Brokers, ",") != "a:9092,b:9092" || c.TableNames() != "app.events" {
+		t.Errorf("brokers %v table %s", r.Kafka.Brokers, c.TableNames())
 	}
-	if c.Columns.Payload != "payload" || c.Topic != "outbox.event.{aggregate_type}" || c.Publication != "outbox_cdc" {
+	if r.Tables[0].Columns.Payload != "payload" || r.Tables[0].Route.Topic != "outbox.event.{aggregate_type}" || r.Slot.Publication != "outbox_cdc" {
 		t.Errorf("defaults not applied: %+v", c)
 	}
 }
@@ -93,10 +97,10 @@ func TestSecretsFromFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.PostgresURL != "postgres://relay:s3cret-pw@db:5432/app" || c.Kafka.SASLPassword != "sasl-pw" {
-		t.Errorf("url %q, sasl password %q: the trailing newline should be trimmed", c.PostgresURL, c.Kafka.SASLPassword)
+	if c.Relay.PostgresURL != "postgres://relay:s3cret-pw@db:5432/app" || c.Relay.Kafka.SASLPassword != "sasl-pw" {
+		t.Errorf("url %q, sasl password %q: the trailing newline should be trimmed", c.Relay.PostgresURL, c.Relay.Kafka.SASLPassword)
 	}
-	if !c.Kafka.TLS {
+	if !c.Relay.Kafka.TLS {
 		t.Error("--kafka-tls-server-name should imply --kafka-tls")
 	}
 	if got := c.PostgresTarget(); got != "relay@db:5432/app" {
@@ -182,15 +186,15 @@ tables:
 	if c.TableNames() != "public.outbox,public.orders,billing.outbox" {
 		t.Fatalf("tables %s", c.TableNames())
 	}
-	pub, orders, billing := c.Tables[0], c.Tables[1], c.Tables[2]
-	if len(pub.Columns.HeaderColumns) != 0 || pub.Topic != "outbox.event.{aggregate_type}" {
+	pub, orders, billing := c.Relay.Tables[0], c.Relay.Tables[1], c.Relay.Tables[2]
+	if len(pub.Columns.HeaderColumns) != 0 || pub.Route.Topic != "outbox.event.{aggregate_type}" {
 		t.Errorf("public.outbox: the file's empty header_columns should win: %+v", pub)
 	}
 	// Env first, then the flags: both add to the list.
 	if got := fmt.Sprint(orders.Columns.HeaderColumns); got != "[{tenant_id tenant} {correlation_id } {trace_parent traceparent}]" {
 		t.Errorf("orders header columns %s", got)
 	}
-	if billing.Topic != "billing.{event_type}" || billing.Columns.AggregateType != "aggregatetype" || billing.Columns.EventType != "type" ||
+	if billing.Route.Topic != "billing.{event_type}" || billing.Columns.AggregateType != "aggregatetype" || billing.Columns.EventType != "type" ||
 		billing.Columns.ID != "id" || fmt.Sprint(billing.Columns.HeaderColumns) != "[{tenant_id }]" {
 		t.Errorf("billing.outbox %+v", billing)
 	}
@@ -246,8 +250,8 @@ func TestConfigFileInJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.TableNames() != "app.events" || c.Tables[0].Columns.Payload != "body" || c.Tables[0].Columns.HeaderColumns[0].Name() != "tenant" {
-		t.Errorf("tables %+v", c.Tables)
+	if tb := c.Relay.Tables; c.TableNames() != "app.events" || tb[0].Columns.Payload != "body" || tb[0].Columns.HeaderColumns[0].Name() != "tenant" {
+		t.Errorf("tables %+v", tb)
 	}
 }
 
@@ -257,8 +261,8 @@ func TestMessagesAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Tables) != 0 || c.MessagePrefix != "billing" {
-		t.Errorf("tables %v, prefix %q: want none, and billing", c.Tables, c.MessagePrefix)
+	if len(c.Relay.Tables) != 0 || c.Relay.Messages.Prefix != "billing" {
+		t.Errorf("tables %v, prefix %q: want none, and billing", c.Relay.Tables, c.Relay.Messages.Prefix)
 	}
 	for _, cmd := range []string{CmdSetup, CmdStatus} { // they create and read the (empty) publication
 		if _, err := Parse(cmd, []string{"--postgres-url", "postgres://x", "--table", ""}, nil, io.Discard); err != nil {
@@ -275,18 +279,18 @@ func TestDefaultIsRunWithoutFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := Default()
+	d := relay.Default()
 	if err := d.Validate(); err == nil {
-		t.Error("Default() validates without a URL and brokers")
+		t.Error("relay.Default() validates without a URL and brokers")
 	}
-	d.PostgresURL, d.KafkaBrokers = "postgres://x", []string{"k:1"}
+	d.PostgresURL, d.Kafka.Brokers = "postgres://x", []string{"k:1"}
 	if err := d.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprintf("%+v", d) != fmt.Sprintf("%+v", parsed) {
-		t.Errorf("Default()\n %+v\nwant what Parse gives\n %+v", d, parsed)
+	if fmt.Sprintf("%+v", d) != fmt.Sprintf("%+v", parsed.Relay) {
+		t.Errorf("relay.Default()\n %+v\nwant what Parse gives\n %+v", d, parsed.Relay)
 	}
-	if tc := d.Table("billing.events"); tc.Schema != "billing" || tc.Name != "events" || tc.Topic != d.Topic || tc.Columns.Payload != "payload" {
+	if tc := d.Table("billing.events"); tc.Schema != "billing" || tc.Name != "events" || tc.Route.Topic != d.Defaults.Route.Topic || tc.Columns.Payload != "payload" {
 		t.Errorf("Table(billing.events) = %+v", tc)
 	}
 }
@@ -299,9 +303,9 @@ func TestMarksAndKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb := c.Tables[0]
-	if strings.Join(tb.Mark, "|") != "status='Pub,lished'|published_at=now()" || strings.Join(tb.MarkDead, "|") != "last_error=reason" {
-		t.Errorf("mark %q, mark-dead %q (the flag wins over the environment)", tb.Mark, tb.MarkDead)
+	tb := c.Relay.Tables[0]
+	if columns(tb.Mark) != "status|published_at" || columns(tb.MarkDead) != "last_error" {
+		t.Errorf("mark %v, mark-dead %v (the flag wins over the environment)", tb.Mark, tb.MarkDead)
 	}
 	if tb.Columns.AggregateID != "" || tb.Columns.AggregateType != "" || !tb.Columns.NullKey {
 		t.Errorf("columns %+v: want no aggregate columns, null keys allowed", tb.Columns)
@@ -311,7 +315,25 @@ func TestMarksAndKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(c.Tables[0].Mark, "|") != "status='Failed, twice'|attempts=3" {
-		t.Errorf("mark from the environment %q: commas inside quotes are kept", c.Tables[0].Mark)
+	if m := c.Relay.Tables[0].Mark; columns(m) != "status|attempts" || fmt.Sprint(m[0]) != fmt.Sprint(mustSet(t, "status='Failed, twice'")) {
+		t.Errorf("mark from the environment %v: commas inside quotes are kept", m)
 	}
+}
+
+// columns are the columns sets set, |-separated.
+func columns(sets []cleanup.Set) string {
+	var cols []string
+	for _, s := range sets {
+		cols = append(cols, s.Column)
+	}
+	return strings.Join(cols, "|")
+}
+
+func mustSet(t *testing.T, s string) cleanup.Set {
+	t.Helper()
+	set, err := cleanup.ParseSet(s, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
 }

@@ -1,9 +1,6 @@
 package config
 
 import (
-	"flag"
-	"strings"
-
 	"github.com/outbox-cdc/outbox-cdc/dlq"
 )
 
@@ -20,23 +17,23 @@ const (
 		"Exit 1 if any failed."
 )
 
-// dlqFlags are the flags of the dlq commands.
-func dlqFlags(fs *flag.FlagSet, c *Config) {
-	fs.StringVar(&c.DeadLetterTopic, "dlq-topic", "outbox.dlq", "the dead-letter topic to read (run's --dlq-topic)")
-	fs.Var(reasonList{&c.DLQ.Reasons}, "reason", "only dead letters with one of these reasons, comma-separated, such as message_too_large,topic_missing (the outbox_cdc.reason header); empty: any")
-	fs.Int64Var(&c.DLQ.Offsets.From, "from", 0, "first offset chosen, in every partition")
-	fs.Int64Var(&c.DLQ.Offsets.To, "to", -1, "last offset chosen (inclusive), in every partition; -1: the end")
-	fs.Var(offsetList{&c.DLQ.Partitions}, "offsets", "only these partitions and offsets, comma-separated: P (all of partition P), P:N, P:FROM-TO (inclusive) or P:FROM- (to the end); instead of --from and --to")
-	if c.Command == CmdDLQReplay {
-		fs.StringVar(&c.DLQReplay.ToTopic, "to-topic", "", "publish every chosen dead letter to this topic instead of the one it was meant for (a name Kafka refused, a row that did not decode); empty: each its own")
-		fs.BoolVar(&c.DLQReplay.DryRun, "dry-run", false, "say what would be replayed, skipped or would fail, and publish nothing")
-	}
+// dlqFlags are the flags of the dlq commands but --dlq-topic, which is
+// run's too.
+func dlqFlags(f *flags, c *Config) {
+	f.value(gDLQ, &list[string]{dst: &c.DLQ.Reasons, parse: words, layer: &f.layer, add: true}, "reason", "only dead letters with one of these reasons, comma-separated, such as message_too_large,topic_missing (the outbox_cdc.reason header); empty: any")
+	f.fs.Int64Var(&c.DLQ.Offsets.From, "from", c.DLQ.Offsets.From, "first offset chosen, in every partition")
+	f.add(gDLQ, "from")
+	f.fs.Int64Var(&c.DLQ.Offsets.To, "to", c.DLQ.Offsets.To, "last offset chosen (inclusive), in every partition; -1: the end")
+	f.add(gDLQ, "to")
+	f.value(gDLQ, offsetList{&c.DLQ.Partitions}, "offsets", "only these partitions and offsets, comma-separated: P (all of partition P), P:N, P:FROM-TO (inclusive) or P:FROM- (to the end); instead of --from and --to")
+	f.str(gReplay, &c.DLQReplay.ToTopic, "to-topic", "publish every chosen dead letter to this topic instead of the one it was meant for (a name Kafka refused, a row that did not decode); empty: each its own")
+	f.boolean(gReplay, &c.DLQReplay.DryRun, "dry-run", "say what would be replayed, skipped or would fail, and publish nothing")
 }
 
 func (c Config) validateDLQ() error {
 	s := c.DLQ
 	switch {
-	case c.DeadLetterTopic == "":
+	case c.Relay.Topics.DeadLetterTopic == "":
 		return usagef("--dlq-topic must name the dead-letter topic")
 	case s.Offsets.From < 0:
 		return usagef("--from %d: want an offset from 0", s.Offsets.From)
@@ -44,25 +41,6 @@ func (c Config) validateDLQ() error {
 		return usagef("--to %d: want an offset from --from (%d), or -1 for the end", s.Offsets.To, s.Offsets.From)
 	case len(s.Partitions) > 0 && s.Offsets != dlq.All:
 		return usagef("--offsets and --from/--to: give one or the other")
-	}
-	return nil
-}
-
-// reasonList is --reason: comma-separated, repeatable.
-type reasonList struct{ dst *[]string }
-
-func (r reasonList) String() string {
-	if r.dst == nil {
-		return ""
-	}
-	return strings.Join(*r.dst, ",")
-}
-
-func (r reasonList) Set(s string) error {
-	for _, v := range strings.Split(s, ",") {
-		if v = strings.TrimSpace(v); v != "" {
-			*r.dst = append(*r.dst, v)
-		}
 	}
 	return nil
 }

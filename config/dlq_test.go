@@ -14,11 +14,11 @@ func TestDLQFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := fmt.Sprintln(c.DeadLetterTopic, c.DLQ, c.DLQReplay, c.JSON); got != "app.dlq {[message_too_large topic_missing] 0- map[0:5-9 2:0-]} {fixed true} true\n" {
+	if got := fmt.Sprintln(c.Relay.Topics.DeadLetterTopic, c.DLQ, c.DLQReplay, c.JSON); got != "app.dlq {[message_too_large topic_missing] 0- map[0:5-9 2:0-]} {fixed true} true\n" {
 		t.Errorf("parsed %s", got)
 	}
 	c, err = Parse(CmdDLQList, append(base, "--from", "3", "--to", "7"), nil, io.Discard)
-	if err != nil || fmt.Sprintln(c.DLQ, c.DeadLetterTopic) != "{[] 3-7 map[]} outbox.dlq\n" {
+	if err != nil || fmt.Sprintln(c.DLQ, c.Relay.Topics.DeadLetterTopic) != "{[] 3-7 map[]} outbox.dlq\n" {
 		t.Errorf("list --from 3 --to 7: %+v, %v", c.DLQ, err)
 	}
 	for _, tt := range []struct {

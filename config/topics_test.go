@@ -23,18 +23,18 @@ func TestTopicAllowAndMaxTopics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.MaxTopics != 1000 || c.TopicAllow != `outbox\.event\.\w+` {
-		t.Errorf("max topics %d, allow %q", c.MaxTopics, c.TopicAllow)
+	if c.Relay.Topics.Max != 1000 || c.Relay.Defaults.Route.Allow != `outbox\.event\.\w+` {
+		t.Errorf("max topics %d, allow %q", c.Relay.Topics.Max, c.Relay.Defaults.Route.Allow)
 	}
 	allow := map[string]string{}
-	for _, tc := range c.Tables {
-		allow[tc.Qualified()] = tc.TopicAllow
+	for _, tc := range c.Relay.Tables {
+		allow[tc.Qualified()] = tc.Route.Allow
 	}
 	if allow["public.outbox"] != `outbox\.event\.\w+` || allow["billing.outbox"] != `billing\.(invoice|payment)` {
 		t.Errorf("allow-lists by table: %v", allow)
 	}
-	if c, err = Parse(CmdRun, append(base, "--max-topics", "0"), nil, io.Discard); err != nil || c.MaxTopics != 0 {
-		t.Errorf("--max-topics 0 (no cap): %v, %d", err, c.MaxTopics)
+	if c, err = Parse(CmdRun, append(base, "--max-topics", "0"), nil, io.Discard); err != nil || c.Relay.Topics.Max != 0 {
+		t.Errorf("--max-topics 0 (no cap): %v, %d", err, c.Relay.Topics.Max)
 	}
 	for _, tt := range []struct {
 		args []string

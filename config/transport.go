@@ -25,7 +25,7 @@ const pgFix = "add sslmode=verify-full and sslrootcert=FILE (the server's CA) to
 // be read or altered by anyone on the path, the password with it.
 func (c Config) PostgresTransport() checklist.Item {
 	it := checklist.Item{Name: "postgres TLS"}
-	pc, err := pgconn.ParseConfig(c.PostgresURL)
+	pc, err := pgconn.ParseConfig(c.Relay.PostgresURL)
 	if err != nil {
 		it.Status, it.Detail = checklist.Skip, "--postgres-url cannot be parsed (see postgres reachable)"
 		return it
@@ -101,18 +101,18 @@ func (e exposure) String() string {
 // clear: SASL PLAIN without TLS (--kafka-sasl-allow-plaintext), or any
 // plaintext listener off this machine.
 func (c Config) KafkaTransport() checklist.Item {
-	k := c.Kafka
+	k := c.Relay.Kafka
 	it := checklist.Item{Name: "kafka TLS"}
 	const tlsFix = "use the brokers' TLS listener (SSL or SASL_SSL): --kafka-tls with --kafka-tls-ca-file"
 	remote := false
-	for _, b := range c.KafkaBrokers {
+	for _, b := range k.Brokers {
 		remote = remote || !local(b)
 	}
 	switch {
-	case k.TLS && k.InsecureSkipVerify:
+	case k.UsesTLS() && k.TLSFiles.InsecureSkipVerify:
 		it.Status, it.Detail = checklist.Warn, "TLS without certificate verification (--kafka-tls-insecure-skip-verify): anyone on the path can pose as a broker, read the events and the credentials"
 		it.Fix = "drop --kafka-tls-insecure-skip-verify and give --kafka-tls-ca-file the CA that signs the brokers' certificates"
-	case k.TLS:
+	case k.UsesTLS():
 		it.Status, it.Detail = checklist.OK, "TLS, the brokers' certificates verified"
 	case k.SASLMechanism == "plain":
 		it.Status, it.Detail, it.Fix = checklist.Warn, "SASL PLAIN without TLS (--kafka-sasl-allow-plaintext): the password travels in clear, and the events too", tlsFix

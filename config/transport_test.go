@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/outbox-cdc/outbox-cdc/internal/checklist"
+	"github.com/outbox-cdc/outbox-cdc/relay"
+	"github.com/outbox-cdc/outbox-cdc/sink"
 )
 
 // TestSASLPlainNeedsTLS: SASL PLAIN sends the password as it is, so without
@@ -95,7 +97,7 @@ func TestPostgresTransport(t *testing.T) {
 		{"postgres://u@db.example.com/app?sslmode=bogus", checklist.Skip, "cannot be parsed"},
 	}
 	for _, tt := range tests {
-		it := Config{PostgresURL: tt.url}.PostgresTransport()
+		it := Config{Relay: relay.Config{PostgresURL: tt.url}}.PostgresTransport()
 		if it.Status != tt.status || !strings.Contains(it.Detail, tt.detail) {
 			t.Errorf("%s:\n got [%s] %s\nwant [%s] …%s…", tt.url, it.Status, it.Detail, tt.status, tt.detail)
 		}
@@ -111,20 +113,21 @@ func TestKafkaTransport(t *testing.T) {
 	tests := []struct {
 		name    string
 		brokers []string
-		k       KafkaSecurity
+		k       relay.Kafka
 		status  checklist.Status
 		detail  string
 	}{
-		{"verified TLS", []string{"k1:9093"}, KafkaSecurity{TLS: true, SASLMechanism: "plain"}, checklist.OK, "certificates verified"},
-		{"TLS, any certificate", []string{"k1:9093"}, KafkaSecurity{TLS: true, InsecureSkipVerify: true}, checklist.Warn, "--kafka-tls-insecure-skip-verify"},
-		{"PLAIN in clear, allowed", []string{"127.0.0.1:9092"}, KafkaSecurity{SASLMechanism: "plain", SASLAllowPlaintext: true}, checklist.Warn, "the password travels in clear"},
-		{"SCRAM in clear", []string{"127.0.0.1:9092", "k2:9092"}, KafkaSecurity{SASLMechanism: "scram-sha-512"}, checklist.Warn, "SCRAM does not send the password"},
-		{"plaintext, remote", []string{"k1:9092"}, KafkaSecurity{}, checklist.Warn, "without authentication"},
-		{"plaintext, local", []string{"127.0.0.1:9092", "localhost:9093"}, KafkaSecurity{}, checklist.OK, "on this machine only"},
-		{"SCRAM in clear, local", []string{"[::1]:9092"}, KafkaSecurity{SASLMechanism: "scram-sha-256"}, checklist.OK, "on this machine only"},
+		{"verified TLS", []string{"k1:9093"}, relay.Kafka{TLS: true, SASLMechanism: "plain"}, checklist.OK, "certificates verified"},
+		{"TLS, any certificate", []string{"k1:9093"}, relay.Kafka{TLS: true, TLSFiles: sink.TLSFiles{InsecureSkipVerify: true}}, checklist.Warn, "--kafka-tls-insecure-skip-verify"},
+		{"PLAIN in clear, allowed", []string{"127.0.0.1:9092"}, relay.Kafka{SASLMechanism: "plain", SASLAllowPlaintext: true}, checklist.Warn, "the password travels in clear"},
+		{"SCRAM in clear", []string{"127.0.0.1:9092", "k2:9092"}, relay.Kafka{SASLMechanism: "scram-sha-512"}, checklist.Warn, "SCRAM does not send the password"},
+		{"plaintext, remote", []string{"k1:9092"}, relay.Kafka{}, checklist.Warn, "without authentication"},
+		{"plaintext, local", []string{"127.0.0.1:9092", "localhost:9093"}, relay.Kafka{}, checklist.OK, "on this machine only"},
+		{"SCRAM in clear, local", []string{"[::1]:9092"}, relay.Kafka{SASLMechanism: "scram-sha-256"}, checklist.OK, "on this machine only"},
 	}
 	for _, tt := range tests {
-		it := Config{KafkaBrokers: tt.brokers, Kafka: tt.k}.KafkaTransport()
+		tt.k.Brokers = tt.brokers
+		it := Config{Relay: relay.Config{Kafka: tt.k}}.KafkaTransport()
 		if it.Status != tt.status || !strings.Contains(it.Detail, tt.detail) || (it.Status == checklist.Warn) != (it.Fix != "") {
 			t.Errorf("%s: [%s] %s (fix %q), want [%s] …%s…", tt.name, it.Status, it.Detail, it.Fix, tt.status, tt.detail)
 		}
@@ -132,8 +135,8 @@ func TestKafkaTransport(t *testing.T) {
 }
 
 func TestTransportWarningsAreOneLineEach(t *testing.T) {
-	c := Config{PostgresURL: "postgres://u:pw@db.example.com/app", KafkaBrokers: []string{"127.0.0.1:9092"},
-		Kafka: KafkaSecurity{SASLMechanism: "plain", SASLAllowPlaintext: true, SASLPassword: "pw"}}
+	c := Config{Relay: relay.Config{PostgresURL: "postgres://u:pw@db.example.com/app",
+		Kafka: relay.Kafka{Brokers: []string{"127.0.0.1:9092"}, SASLMechanism: "plain", SASLAllowPlaintext: true, SASLPassword: "pw"}}}
 	w := c.TransportWarnings()
 	if len(w) != 2 || !strings.HasPrefix(w[0], "postgres TLS: reached db.example.com:5432") || !strings.HasPrefix(w[1], "kafka TLS: SASL PLAIN without TLS") {
 		t.Fatalf("TransportWarnings() = %q", w)
@@ -143,7 +146,7 @@ func TestTransportWarningsAreOneLineEach(t *testing.T) {
 			t.Errorf("warning %q: want one line with its fix, no password", l)
 		}
 	}
-	if w := (Config{PostgresURL: "postgres://u@localhost/app", KafkaBrokers: []string{"localhost:9092"}}).TransportWarnings(); len(w) != 0 {
+	if w := (Config{Relay: relay.Config{PostgresURL: "postgres://u@localhost/app", Kafka: relay.Kafka{Brokers: []string{"localhost:9092"}}}}).TransportWarnings(); len(w) != 0 {
 		t.Errorf("a local setup: %q, want no warning", w)
 	}
 }

@@ -47,6 +47,10 @@ func (e *InvalidRowError) Error() string {
 	return fmt.Sprintf("invalid outbox row in %s (%s): %s", e.Table, e.Reason, e.Detail)
 }
 
+// Retriable is false: the row reads the same in every session, so the
+// relay's retry loop stops on it rather than meet it again.
+func (e *InvalidRowError) Retriable() bool { return false }
+
 // Column returns the named column's value and whether it is present and not
 // NULL.
 func (e *InvalidRowError) Column(name string) ([]byte, bool) {

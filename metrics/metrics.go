@@ -96,22 +96,47 @@ func (m *Metrics) LimitTopics(n int) {
 // walStatuses are the values of pg_replication_slots.wal_status.
 var walStatuses = []string{"reserved", "extended", "unreserved", "lost"}
 
+// namespace prefixes every metric name.
+const namespace = "outbox_cdc"
+
 // New registers every metric with reg (nil: a registry of its own), with
 // live read at scrape time. The Go runtime and process collectors are the
 // caller's to register, once per registry.
 func New(version string, reg prometheus.Registerer, live Live) (*Metrics, error) {
-	const ns = "outbox_cdc"
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	var regErr error
-	f := func(c prometheus.Collector) {
-		if err := reg.Register(c); err != nil && regErr == nil {
-			regErr = fmt.Errorf("register metrics: %w", err)
+	m := &Metrics{}
+	m.newPipelineMetrics()
+	m.newSlotMetrics()
+	collectors := append(m.collectors(), liveGauges(live)...)
+	collectors = append(collectors, buildInfo(version))
+	return m, register(reg, collectors)
+}
+
+// register registers every collector, even after one fails, so that one
+// clash (a metric already registered by the embedding service) costs only
+// that metric; the first error is returned.
+func register(reg prometheus.Registerer, collectors []prometheus.Collector) error {
+	var first error
+	for _, c := range collectors {
+		if err := reg.Register(c); err != nil && first == nil {
+			first = fmt.Errorf("register metrics: %w", err)
 		}
 	}
-	m := &Metrics{}
+	return first
+}
 
+// collectors are the metrics m updates itself, in registration order.
+func (m *Metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.published, m.deadLettered, m.publishErrors, m.latency, m.batch, m.requests, m.records, m.sentBytes, m.reconnects, m.deleted, m.marked, m.resized, m.backfillTotal, m.backfillDone,
+		m.slotLag, m.slotRetained, m.slotSafe, m.slotActive, m.walStatus, m.slotReadAt}
+}
+
+// newPipelineMetrics builds the counters and histograms the pipeline
+// updates as events flow: sink.Observer's, cleanup's and backfill's.
+func (m *Metrics) newPipelineMetrics() {
+	const ns = namespace
 	m.published = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "events_published_total",
 		Help: "Events acknowledged by Kafka (acks=all), by topic (beyond the first 1000 topics, or --max-topics, under topic=\"_other\"). Dead letters are counted in outbox_cdc_events_dead_lettered_total instead."}, []string{"topic"})
 	m.deadLettered = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "events_dead_lettered_total",
@@ -141,6 +166,12 @@ func New(version string, reg prometheus.Registerer, live Live) (*Metrics, error)
 		Help: "Backfilled rows acknowledged by Kafka (with every one before them), by outbox table."}, []string{"table"})
 	m.resized = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "partition_count_changes_total",
 		Help: "Times a topic's partition count was seen to change (events queued under the old count are delivered before keys are routed by the new one), by topic (as outbox_cdc_events_published_total's)."}, []string{"topic"})
+}
+
+// newSlotMetrics builds the gauges set from each poll of
+// pg_replication_slots (see Slot).
+func (m *Metrics) newSlotMetrics() {
+	const ns = namespace
 	m.slotLag = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "slot_lag_bytes",
 		Help: "WAL written since the slot's confirmed flush position (polled from pg_replication_slots)."})
 	m.slotRetained = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "slot_retained_wal_bytes",
@@ -153,38 +184,43 @@ func New(version string, reg prometheus.Registerer, live Live) (*Metrics, error)
 		Help: "1 for the slot's current wal_status (reserved, extended, unreserved, lost), 0 for the others."}, []string{"status"})
 	m.slotReadAt = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "slot_last_read_timestamp_seconds",
 		Help: "When the slot gauges were last read from Postgres (unix time)."})
-	for _, c := range []prometheus.Collector{m.published, m.deadLettered, m.publishErrors, m.latency, m.batch, m.requests, m.records, m.sentBytes, m.reconnects, m.deleted, m.marked, m.resized, m.backfillTotal, m.backfillDone,
-		m.slotLag, m.slotRetained, m.slotSafe, m.slotActive, m.walStatus, m.slotReadAt} {
-		f(c)
-	}
+}
 
-	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "in_flight_events",
-		Help: "Events handed to Kafka and not yet acknowledged."}, func() float64 { n, _ := live.InFlight(); return float64(n) }))
-	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "in_flight_bytes",
-		Help: "Bytes of the events in flight."}, func() float64 { _, b := live.InFlight(); return float64(b) }))
-	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "confirmed_lsn",
-		Help: "Highest WAL position confirmed to Postgres as flushed: everything before it is acknowledged by Kafka."},
-		func() float64 { return float64(live.Confirmed()) }))
-	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "received_lsn",
-		Help: "Newest WAL position received from Postgres."}, func() float64 { return float64(live.Received()) }))
-	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "streaming",
-		Help: "1 while a replication session streams the slot."}, func() float64 {
-		if live.Streaming() {
-			return 1
-		}
-		return 0
-	}))
-	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "standing_by",
-		Help: "1 while another process streams the slot and this one waits to take over (a standby instance)."}, func() float64 {
-		if live.StandingBy != nil && live.StandingBy() {
-			return 1
-		}
-		return 0
-	}))
-	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "build_info",
+// liveGauges read the running session at scrape time rather than being
+// pushed, so a scrape always sees the present window and positions.
+func liveGauges(live Live) []prometheus.Collector {
+	const ns = namespace
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "in_flight_events",
+			Help: "Events handed to Kafka and not yet acknowledged."}, func() float64 { n, _ := live.InFlight(); return float64(n) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "in_flight_bytes",
+			Help: "Bytes of the events in flight."}, func() float64 { _, b := live.InFlight(); return float64(b) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "confirmed_lsn",
+			Help: "Highest WAL position confirmed to Postgres as flushed: everything before it is acknowledged by Kafka."},
+			func() float64 { return float64(live.Confirmed()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "received_lsn",
+			Help: "Newest WAL position received from Postgres."}, func() float64 { return float64(live.Received()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "streaming",
+			Help: "1 while a replication session streams the slot."}, func() float64 { return boolGauge(live.Streaming()) }),
+		// StandingBy is optional: a relay without standby support leaves it nil.
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "standing_by",
+			Help: "1 while another process streams the slot and this one waits to take over (a standby instance)."},
+			func() float64 { return boolGauge(live.StandingBy != nil && live.StandingBy()) }),
+	}
+}
+
+// buildInfo is the constant gauge whose labels name the build.
+func buildInfo(version string) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: "build_info",
 		Help: "Always 1; labels name the build.", ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()}},
-		func() float64 { return 1 }))
-	return m, regErr
+		func() float64 { return 1 })
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Acked implements sink.Observer.

@@ -1,7 +1,11 @@
 package relay
 
 import (
+	"fmt"
+	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outbox-cdc/outbox-cdc/backfill"
 	"github.com/outbox-cdc/outbox-cdc/cleanup"
@@ -13,8 +17,9 @@ import (
 // Config is everything one relay needs, composed of each component's own
 // settings. Default returns every default; package config fills a Config
 // from flags, OUTBOX_CDC_* variables and a config file, and New validates
-// it (Validate) once. A setting is declared here once: the flags take their
-// defaults from Default, and the config file's keys are these fields'.
+// it (Validate) once. A setting is declared here once: the flags (whose
+// names the comments give, and the config file's keys follow) take their
+// defaults from Default.
 type Config struct {
 	// PostgresURL is the database the slot is in: a libpq URL or key=value
 	// (required). TLS through sslmode, sslrootcert, sslcert and sslkey.
@@ -151,7 +156,8 @@ type Topics struct {
 	// DeadLetterTopic receives such rows with OnInvalid = dlq; default
 	// outbox.dlq. It is created with Spec.
 	DeadLetterTopic string
-	// Spec is how the dead-letter topic is created.
+	// Spec is how the dead-letter topic is created (from the command
+	// line, as Defaults' route says: --topic-partitions and the rest).
 	Spec sink.TopicSpec
 }
 
@@ -163,3 +169,111 @@ const (
 	OnInvalidDLQ  OnInvalid = "dlq"  // to the dead-letter topic, and go on
 	OnInvalidFail OnInvalid = "fail" // stop without confirming it
 )
+
+// Default returns every default: what `outbox-cdc run` is with no flag, no
+// variable and no config file, and the table public.outbox. Set
+// PostgresURL and Kafka.Brokers, change what else you need (Table builds
+// another table with Defaults' settings), and hand it to New, which
+// validates it. The flags take their defaults from here.
+func Default() Config {
+	defaults := Table{
+		Table: decode.Table{Columns: decode.Columns{
+			ID: "id", AggregateType: "aggregate_type", AggregateID: "aggregate_id", EventType: "event_type",
+			Payload: "payload", Headers: "headers", Timestamp: "created_at",
+		}},
+		Route:    Route{Topic: "outbox.event.{aggregate_type}"},
+		Backfill: backfill.Spec{Order: backfill.OrderAuto},
+	}
+	c := Config{
+		Slot:     Slot{Publication: "outbox_cdc", Name: "outbox_cdc", Failover: slot.FailoverAuto},
+		Messages: Messages{Prefix: "outbox", Route: defaults.Route},
+		Stream: Stream{MaxInFlight: 10000, MaxInFlightBytes: 64 << 20, ConfirmInterval: 20 * time.Millisecond,
+			StatusInterval: 10 * time.Second, ReceiveTimeout: 30 * time.Second, DrainTimeout: 30 * time.Second,
+			HeartbeatInterval: 10 * time.Second},
+		Producer: Producer{BatchSize: 1000, BatchTimeout: 7 * time.Millisecond, Compression: sink.CompressionLz4,
+			MaxMessageBytes: 1_000_000, MetadataMaxAge: time.Minute, MissingTopicTimeout: 30 * time.Second,
+			Envelope: sink.EnvelopeRaw},
+		Topics:   Topics{Create: true, AutoCreate: true, Max: 1000, OnInvalid: OnInvalidDLQ, DeadLetterTopic: "outbox.dlq"},
+		Cleanup:  cleanup.None,
+		Defaults: defaults,
+	}
+	c.Tables = []Table{c.Table("public.outbox")}
+	return c
+}
+
+// Table returns a table named "schema.name" (or "name", in public) with
+// Defaults' mapping, route, marks and backfill.
+func (c Config) Table(name string) Table {
+	t := c.Defaults
+	t.Schema, t.Name = "public", name
+	if schema, table, ok := strings.Cut(name, "."); ok {
+		t.Schema, t.Name = schema, table
+	}
+	return t
+}
+
+// Target is the publication, slot and tables c names, each table with the
+// columns its topic template names.
+func (c Config) Target() slot.Target {
+	t := slot.Target{Publication: c.Slot.Publication, Slot: c.Slot.Name, Failover: c.Slot.Failover}
+	for _, tc := range c.Tables {
+		tb := tc.Table
+		if topic, err := sink.ParseTopic(tc.Route.Topic); err == nil {
+			tb.Columns.TopicColumns = topic.Columns()
+		}
+		t.Tables = append(t.Tables, tb)
+	}
+	return t
+}
+
+// CleanupTables are c's tables as Cleanup treats them: deleted, or marked
+// by their Mark and MarkDead (with Cleanup = mark only).
+func (c Config) CleanupTables() []cleanup.Table {
+	target := c.Target()
+	out := make([]cleanup.Table, len(c.Tables))
+	for i, tc := range c.Tables {
+		out[i].Table = target.Tables[i]
+		if c.Cleanup == cleanup.Mark {
+			out[i].Mark, out[i].MarkDead = tc.Mark, tc.MarkDead
+		}
+	}
+	return out
+}
+
+// UsesTLS says whether the brokers are reached over TLS: asked for, or
+// implied by a TLS file or setting.
+func (k Kafka) UsesTLS() bool { return k.TLS || k.TLSFiles != (sink.TLSFiles{}) }
+
+// Security is what sink dials the brokers with: the TLS configuration
+// (its files read now) and the SASL mechanism.
+func (c Config) Security() (sink.Security, error) {
+	var s sink.Security
+	var err error
+	k := c.Kafka
+	if k.UsesTLS() {
+		if s.TLS, err = sink.NewTLSConfig(k.TLSFiles); err != nil {
+			return s, err
+		}
+	}
+	s.SASL, err = sink.NewSASL(k.SASLMechanism, k.SASLUsername, k.SASLPassword)
+	return s, err
+}
+
+// TableNames returns the outbox tables as "schema.table", comma-separated.
+func (c Config) TableNames() string {
+	names := make([]string, len(c.Tables))
+	for i, t := range c.Tables {
+		names[i] = t.Qualified()
+	}
+	return strings.Join(names, ",")
+}
+
+// PostgresTarget describes PostgresURL without its password, for logs:
+// "user@host:port/database".
+func (c Config) PostgresTarget() string {
+	pc, err := pgconn.ParseConfig(c.PostgresURL)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return fmt.Sprintf("%s@%s:%d/%s", pc.User, pc.Host, pc.Port, pc.Database)
+}

@@ -17,13 +17,18 @@
 // confirms what was acknowledged. Ready says whether it streams, for a
 // health endpoint.
 //
-// cmd/outbox-cdc is a thin shell around it: flags and environment
-// (package config), signals, the HTTP server for metrics and probes, the
-// check, setup and status commands, and exit codes. A Go service can embed
-// the relay instead, with its own logger and Prometheus registry:
+// Its Config is composed of each component's settings (Kafka, Slot,
+// Tables, Stream, Producer, Topics, Cleanup), typed and validated once by
+// New (Validate, a *ConfigError naming the flag to fix). cmd/outbox-cdc is
+// a thin shell around it: package config fills a Config from flags,
+// OUTBOX_CDC_* variables and a config file; cmd adds signals, the HTTP
+// server for metrics and probes, the check, setup and status commands, and
+// exit codes. A Go service can embed the relay instead, with its own logger
+// and Prometheus registry:
 //
-//	cfg := config.Default()
-//	cfg.PostgresURL, cfg.KafkaBrokers = url, []string{"kafka:9092"}
+//	cfg := relay.Default() // every default, and the table public.outbox
+//	cfg.PostgresURL, cfg.Kafka.Brokers = url, []string{"kafka:9092"}
+//	cfg.Tables = []relay.Table{cfg.Table("billing.outbox")} // each with cfg.Defaults' settings
 //	r, err := relay.New(cfg, relay.WithLogger(log), relay.WithRegisterer(prometheus.DefaultRegisterer))
 //	...
 //	go func() { errc <- r.Run(ctx) }() // returns nil after ctx ends and the drain

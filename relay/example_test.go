@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
-	"github.com/outbox-cdc/outbox-cdc/config"
+	"github.com/outbox-cdc/outbox-cdc/internal/testkit"
 	"github.com/outbox-cdc/outbox-cdc/outbox"
 	"github.com/outbox-cdc/outbox-cdc/relay"
 )
@@ -23,18 +23,18 @@ import (
 func Example() {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	if err := createOutbox(ctx, "example_outbox"); err != nil { // sql/publication.sql's table
+	if err := testkit.CreateTable(ctx, pgURL, "example_outbox", testkit.DefaultColumns); err != nil { // sql/publication.sql's table
 		fmt.Println(err)
 		return
 	}
 
-	cfg := config.Default()
+	cfg := relay.Default()
 	cfg.PostgresURL = pgURL
-	cfg.KafkaBrokers = []string{kafkaBrokers}
-	cfg.Slot, cfg.Publication = "example", "example"
-	cfg.Topic = "example.{aggregate_type}"
-	cfg.Tables = []config.TableConfig{cfg.Table("public.example_outbox")}
-	cfg.MessagePrefix = "example"
+	cfg.Kafka.Brokers = []string{kafkaBrokers}
+	cfg.Slot.Name, cfg.Slot.Publication = "example", "example"
+	cfg.Defaults.Route.Topic = "example.{aggregate_type}"
+	cfg.Messages = relay.Messages{Prefix: "example", Route: cfg.Defaults.Route}
+	cfg.Tables = []relay.Table{cfg.Table("public.example_outbox")}
 	r, err := relay.New(cfg,
 		relay.WithLogger(slog.New(slog.DiscardHandler)), // the service's own logger
 		relay.WithRegisterer(prometheus.NewRegistry()))  // its own registry
@@ -70,7 +70,7 @@ func Example() {
 		return
 	}
 
-	kr := kafka.NewReader(kafka.ReaderConfig{Brokers: cfg.KafkaBrokers, Topic: "example.order", MaxWait: 50 * time.Millisecond})
+	kr := kafka.NewReader(kafka.ReaderConfig{Brokers: cfg.Kafka.Brokers, Topic: "example.order", MaxWait: 50 * time.Millisecond})
 	defer kr.Close()
 	for range 2 {
 		m, err := kr.ReadMessage(ctx)

@@ -102,7 +102,7 @@ func (rd *readiness) kafkaReachable(ctx context.Context) error {
 	rd.mu.Lock()
 	defer rd.mu.Unlock()
 	if time.Since(rd.at) > time.Second {
-		err := sink.Ping(ctx, rd.r.cfg.KafkaBrokers, rd.r.security)
+		err := sink.Ping(ctx, rd.r.cfg.Kafka.Brokers, rd.r.security)
 		if rd.checked && (err == nil) != (rd.kafka == nil) {
 			if err != nil {
 				rd.r.log.Warn("kafka unreachable (readiness probe)", slog.Any("err", err))

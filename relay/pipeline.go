@@ -74,43 +74,67 @@ func (p *pipeline) handle(ctx context.Context, _ pglogrepl.LSN, data []byte) err
 	return p.hand(ctx)
 }
 
-// hand reserves room for the pending event and hands it to the sink (a
-// row that did not decode, to the dead-letter topic). Cut short, it keeps
-// the event pending, to be resumed by the next call.
+// hand hands the pending event over through the pipeline's outlet. Cut
+// short, it keeps the event pending, to be resumed by the next call.
 func (p *pipeline) hand(ctx context.Context) error {
-	pe := p.pending
-	if !pe.reserved {
-		size := pe.ev.Size()
-		if pe.invalid != nil {
-			size = 0
-			for _, c := range pe.invalid.Columns {
-				size += int64(len(c.Value))
-			}
-		}
-		seq, err := p.track.Reserve(ctx, size)
-		if err != nil {
-			return err
-		}
-		pe.seq, pe.reserved = seq, true
+	pe, out := p.pending, outlet{track: p.track, pub: p.pub, clean: p.clean}
+	if err := out.reserve(ctx, pe); err != nil {
+		return err
 	}
-	if pe.invalid != nil {
-		if p.clean != nil && pe.invalid.ID != "" && !strings.HasPrefix(pe.invalid.Table, decode.MessageSource) {
-			p.clean.Track(uint64(pe.seq), pe.invalid.Table, pe.invalid.ID) // for --mark-dead
-		}
-		if err := p.pub.DeadLetterRow(ctx, pe.invalid, uint64(pe.seq)); err != nil {
-			return err
-		}
-	} else {
-		if p.clean != nil && !pe.ev.Message {
-			p.clean.Track(uint64(pe.seq), pe.ev.Table, pe.ev.ID)
-		}
-		if err := p.pub.Publish(ctx, &pe.ev, uint64(pe.seq)); err != nil {
-			return fmt.Errorf("event %s at %s: %w", pe.ev.ID, pe.ev.CommitLSN, err)
-		}
+	if err := out.send(ctx, pe); err != nil {
+		return err
 	}
 	p.pending = nil
 	if pe.standalone != 0 {
 		p.track.Commit(pe.standalone)
+	}
+	return nil
+}
+
+// outlet is where events leave the pipeline: room in an in-flight window,
+// then the sink (a row that did not decode, the dead-letter topic). The
+// stream's pipeline and the backfill's entry each hand events through one.
+type outlet struct {
+	track *checkpoint.Tracker
+	pub   *sink.Writer
+	clean *cleanup.Cleaner // nil without --cleanup
+}
+
+// reserve admits pe to the window, blocking while it is full; an event
+// reserved already (its handing cut short) keeps its seq.
+func (o outlet) reserve(ctx context.Context, pe *pendingEvent) error {
+	if pe.reserved {
+		return nil
+	}
+	size := pe.ev.Size()
+	if pe.invalid != nil {
+		size = 0
+		for _, c := range pe.invalid.Columns {
+			size += int64(len(c.Value))
+		}
+	}
+	seq, err := o.track.Reserve(ctx, size)
+	if err != nil {
+		return err
+	}
+	pe.seq, pe.reserved = seq, true
+	return nil
+}
+
+// send hands reserved pe to the sink (a row that did not decode, to the
+// dead-letter topic); its fate comes back with its seq.
+func (o outlet) send(ctx context.Context, pe *pendingEvent) error {
+	if pe.invalid != nil {
+		if o.clean != nil && pe.invalid.ID != "" && !strings.HasPrefix(pe.invalid.Table, decode.MessageSource) {
+			o.clean.Track(uint64(pe.seq), pe.invalid.Table, pe.invalid.ID) // for --mark-dead
+		}
+		return o.pub.DeadLetterRow(ctx, pe.invalid, uint64(pe.seq))
+	}
+	if o.clean != nil && !pe.ev.Message {
+		o.clean.Track(uint64(pe.seq), pe.ev.Table, pe.ev.ID)
+	}
+	if err := o.pub.Publish(ctx, &pe.ev, uint64(pe.seq)); err != nil {
+		return fmt.Errorf("event %s at %s: %w", pe.ev.ID, pe.ev.CommitLSN, err)
 	}
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/outbox-cdc/outbox-cdc/checkpoint"
 	"github.com/outbox-cdc/outbox-cdc/cleanup"
-	"github.com/outbox-cdc/outbox-cdc/config"
 	"github.com/outbox-cdc/outbox-cdc/sink"
 )
 
@@ -23,27 +22,32 @@ type publisher struct {
 	cleaning     sync.WaitGroup
 }
 
+// acker takes the acknowledgement of an event (checkpoint.Tracker; the
+// backfill's entry, which also tells the row's done).
+type acker interface{ Ack(seq checkpoint.Seq) }
+
 // hold, when set, may delay each produce request (see stallGuard).
-func (r *Relay) newPublisher(ctx context.Context, track *checkpoint.Tracker, hold func(context.Context)) (*publisher, error) {
+func (r *Relay) newPublisher(ctx context.Context, track acker, hold func(context.Context)) (*publisher, error) {
 	cfg := r.cfg
 	p := &publisher{failed: make(chan error, 1)}
 	ack := func(seq uint64) { track.Ack(checkpoint.Seq(seq)) }
-	if cfg.Cleanup != config.CleanupNone {
+	if cfg.Cleanup != cleanup.None {
 		var err error
-		if p.cleaner, err = cleanup.New(ctx, cleanup.Config{URL: cfg.PostgresURL, Tables: CleanupTables(cfg), Ack: ack,
+		if p.cleaner, err = cleanup.New(ctx, cleanup.Config{URL: cfg.PostgresURL, Tables: cfg.CleanupTables(), Ack: ack,
 			OnDeleted: r.metrics.Deleted, OnMarked: r.metrics.Marked, Logger: r.log}); err != nil {
 			return nil, err
 		}
 	}
 	dlq := ""
-	if cfg.OnInvalid == config.OnInvalidDLQ {
-		dlq = cfg.DeadLetterTopic
+	if cfg.Topics.OnInvalid == OnInvalidDLQ {
+		dlq = cfg.Topics.DeadLetterTopic
 	}
+	pc := cfg.Producer
 	p.writer = sink.NewWriter(sink.Config{
-		Brokers: cfg.KafkaBrokers, Topic: r.topic, Topics: r.topics, BatchSize: cfg.BatchSize, BatchTimeout: cfg.BatchTimeout, Compression: sink.Codec(sink.Compression(cfg.Compression)),
-		MaxMessageBytes: cfg.MaxMessageBytes, CreateTopics: cfg.CreateTopics, TopicSpec: TopicSpec(cfg),
-		AutoCreateTopics: cfg.AutoCreateTopics, MetadataMaxAge: cfg.MetadataMaxAge, MissingTopicTimeout: cfg.MissingTopicTimeout,
-		DeadLetterTopic: dlq, Envelope: sink.Envelope(cfg.Envelope), CloudEventsSource: cfg.CloudEventsSource, MetadataHeaders: cfg.MetadataHeaders,
+		Brokers: cfg.Kafka.Brokers, Topic: r.topic, Topics: r.topics, BatchSize: pc.BatchSize, BatchTimeout: pc.BatchTimeout, Compression: sink.Codec(pc.Compression),
+		MaxMessageBytes: pc.MaxMessageBytes, CreateTopics: cfg.Topics.Create, TopicSpec: cfg.Topics.Spec,
+		AutoCreateTopics: cfg.Topics.AutoCreate, MetadataMaxAge: pc.MetadataMaxAge, MissingTopicTimeout: pc.MissingTopicTimeout,
+		DeadLetterTopic: dlq, Envelope: pc.Envelope, CloudEventsSource: pc.CloudEventsSource, MetadataHeaders: pc.MetadataHeaders,
 		Security: r.security, Observer: r.metrics, Logger: r.log, Hold: hold,
 	}, func(token uint64, reason string, err error) {
 		switch {

@@ -3,16 +3,12 @@ package relay
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/outbox-cdc/outbox-cdc/cleanup"
-	"github.com/outbox-cdc/outbox-cdc/config"
 	"github.com/outbox-cdc/outbox-cdc/metrics"
 	"github.com/outbox-cdc/outbox-cdc/sink"
 	"github.com/outbox-cdc/outbox-cdc/slot"
@@ -22,7 +18,7 @@ import (
 // with Run; Ready may be called from any goroutine, before, during and after
 // Run.
 type Relay struct {
-	cfg      config.Config
+	cfg      Config
 	target   slot.Target
 	topics   map[string]sink.Topic // by table
 	topic    sink.Topic            // of events from logical decoding messages
@@ -57,11 +53,10 @@ func WithRegisterer(reg prometheus.Registerer) Option { return func(o *options) 
 // outbox_cdc_build_info; default "embedded".
 func WithVersion(v string) Option { return func(o *options) { o.version = v } }
 
-// New checks cfg (see config.Default for a starting point; Command may be
-// left empty) and returns a relay ready to Run. It does no I/O: an
-// unreachable server is reported by Run. A configuration mistake is a
-// *config.UsageError.
-func New(cfg config.Config, opts ...Option) (*Relay, error) {
+// New checks cfg (Default is a starting point) and returns a relay ready to
+// Run. It does no I/O: an unreachable server is reported by Run. A
+// configuration mistake is a *ConfigError.
+func New(cfg Config, opts ...Option) (*Relay, error) {
 	o := options{log: slog.Default(), version: "embedded"}
 	for _, opt := range opts {
 		opt(&o)
@@ -69,44 +64,19 @@ func New(cfg config.Config, opts ...Option) (*Relay, error) {
 	if o.log == nil {
 		o.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	if cfg.Command == "" {
-		cfg.Command = config.CmdRun
-	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Relay{cfg: cfg, target: Target(cfg), log: o.log, topics: map[string]sink.Topic{}, version: o.version}
-	var err error
-	limit := sink.NewTopicLimit(cfg.MaxTopics, o.log) // one for every session and the backfill
+	r := &Relay{cfg: cfg, target: cfg.Target(), log: o.log, topics: map[string]sink.Topic{}, version: o.version}
+	limit := sink.NewTopicLimit(cfg.Topics.Max, o.log) // one for every session and the backfill
 	for _, t := range cfg.Tables {
-		topic, err := sink.ParseTopic(t.Topic)
-		if err == nil {
-			topic, err = topic.Rewrite(t.TopicRegex, t.TopicReplacement)
-		}
-		if err == nil {
-			topic, err = topic.Allow(t.TopicAllow)
-		}
-		if err != nil {
-			return nil, &config.UsageError{Msg: fmt.Sprintf("--topic (table %s): %v", t.Qualified(), err)}
-		}
-		r.topics[t.Qualified()] = topic.WithSpec(topicSpec(t.Partitions, t.ReplicationFactor, t.TopicConfigs)).Limit(limit)
+		topic, _ := t.Route.topic() // Validate parsed it
+		r.topics[t.Qualified()] = topic.WithSpec(t.Route.Spec).Limit(limit)
 	}
-	if r.topic, err = sink.ParseTopic(cfg.Topic); err == nil {
-		r.topic, err = r.topic.Rewrite(cfg.TopicRegex, cfg.TopicReplacement)
-	}
-	if err == nil {
-		r.topic, err = r.topic.Allow(cfg.TopicAllow)
-	}
-	if err != nil {
-		return nil, &config.UsageError{Msg: fmt.Sprintf("--topic: %v", err)}
-	}
-	r.topic = r.topic.Limit(limit)
-	if cfg.OnInvalid == config.OnInvalidDLQ {
-		if err := sink.ValidateTopicName(cfg.DeadLetterTopic); err != nil {
-			return nil, &config.UsageError{Msg: fmt.Sprintf("--dlq-topic: %v", err)}
-		}
-	}
-	if r.security, err = Security(cfg.Kafka); err != nil {
+	topic, _ := cfg.Messages.Route.topic()
+	r.topic = topic.Limit(limit)
+	var err error
+	if r.security, err = cfg.Security(); err != nil {
 		return nil, err
 	}
 	r.metrics, err = metrics.New(o.version, o.reg, metrics.Live{
@@ -116,7 +86,7 @@ func New(cfg config.Config, opts ...Option) (*Relay, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.metrics.LimitTopics(cfg.MaxTopics)
+	r.metrics.LimitTopics(cfg.Topics.Max)
 	r.ready = &readiness{r: r}
 	return r, nil
 }
@@ -125,10 +95,20 @@ func New(cfg config.Config, opts ...Option) (*Relay, error) {
 // for the events in flight to be acknowledged, confirms what was, and
 // returns nil. It returns an error at once when the first connection to
 // Postgres or Kafka fails, or the configuration does not fit the database
-// (slot.ErrNotReady, slot.ErrColumnMissing);
-// later failures are retried with backoff from the slot's confirmed position
-// until one cannot be mended (a row that may not be skipped with
-// --on-invalid=fail, an invalidated slot). Run may be called once.
+// (slot.ErrNotReady, slot.ErrColumnMissing).
+//
+// Later failures start a new session from the slot's confirmed position,
+// after a backoff of 1 s doubling to 30 s, and each failure is asked whether
+// that can help (each package's errors answer a Retriable method): one that says no
+// (a row that may not be skipped with --on-invalid=fail, an invalidated
+// slot, a table no longer fit) is returned; the network's or a server's
+// unavailability (a connection refused or cut, Postgres restarting, a
+// broker away) is retried for as long as it lasts, an hour's outage
+// included. An error nobody classified is retried too, but logged at error
+// level with its Go type; after 10 of them in a row, with no session that
+// began streaming in between, Run returns it, so that the process exits
+// non-zero and its supervisor restarts it visibly rather than the relay
+// retrying for ever in silence. Run may be called once.
 func (r *Relay) Run(ctx context.Context) error {
 	if !r.ran.CompareAndSwap(false, true) {
 		return errors.New("relay: Run called twice")
@@ -152,75 +132,4 @@ func (r *Relay) Probe(ctx context.Context, standbyOK bool) error {
 		return r.ready.kafkaReachable(ctx)
 	}
 	return r.ready.check(ctx)
-}
-
-// Target is the publication, slot and tables cfg names, each table with
-// the columns its topic template names.
-func Target(cfg config.Config) slot.Target {
-	t := slot.Target{Publication: cfg.Publication, Slot: cfg.Slot, Failover: slot.Failover(cfg.SlotFailover)}
-	for _, tc := range cfg.Tables {
-		tb := tc.Table
-		if topic, err := sink.ParseTopic(tc.Topic); err == nil {
-			tb.Columns.TopicColumns = topic.Columns()
-		}
-		t.Tables = append(t.Tables, tb)
-	}
-	return t
-}
-
-// CleanupTables are cfg's tables as --cleanup treats them: deleted, or
-// marked by their --mark and --mark-dead (which Validate has parsed).
-func CleanupTables(cfg config.Config) []cleanup.Table {
-	target := Target(cfg)
-	out := make([]cleanup.Table, len(cfg.Tables))
-	for i, tc := range cfg.Tables {
-		out[i].Table = target.Tables[i]
-		if cfg.Cleanup != config.CleanupMark {
-			continue
-		}
-		for _, m := range tc.Mark {
-			set, _ := cleanup.ParseSet(m, false)
-			out[i].Mark = append(out[i].Mark, set)
-		}
-		for _, m := range tc.MarkDead {
-			set, _ := cleanup.ParseSet(m, true)
-			out[i].MarkDead = append(out[i].MarkDead, set)
-		}
-	}
-	return out
-}
-
-// topicSpec is how a missing topic is created (configs are KEY=VALUE,
-// which Validate has checked).
-func topicSpec(partitions, replication int, configs []string) sink.TopicSpec {
-	s := sink.TopicSpec{Partitions: partitions, ReplicationFactor: replication}
-	for _, kv := range configs {
-		if s.Configs == nil {
-			s.Configs = map[string]string{}
-		}
-		k, v, _ := strings.Cut(kv, "=")
-		s.Configs[k] = v
-	}
-	return s
-}
-
-// TopicSpec is how cfg creates the topics of messages and the dead-letter
-// topic.
-func TopicSpec(cfg config.Config) sink.TopicSpec {
-	return topicSpec(cfg.TopicPartitions, cfg.TopicReplication, cfg.TopicConfigs)
-}
-
-// Security turns the Kafka flags into what sink dials with.
-func Security(k config.KafkaSecurity) (sink.Security, error) {
-	var s sink.Security
-	var err error
-	if k.TLS {
-		s.TLS, err = sink.NewTLSConfig(sink.TLSFiles{CAFile: k.CAFile, CertFile: k.CertFile, KeyFile: k.KeyFile,
-			ServerName: k.ServerName, InsecureSkipVerify: k.InsecureSkipVerify})
-		if err != nil {
-			return s, err
-		}
-	}
-	s.SASL, err = sink.NewSASL(sink.SASLMechanism(k.SASLMechanism), k.SASLUsername, k.SASLPassword)
-	return s, err
 }

@@ -22,32 +22,40 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/outbox-cdc/outbox-cdc/config"
+	"github.com/outbox-cdc/outbox-cdc/backfill"
+	"github.com/outbox-cdc/outbox-cdc/cleanup"
+	"github.com/outbox-cdc/outbox-cdc/internal/testkit"
 	"github.com/outbox-cdc/outbox-cdc/outbox"
 	"github.com/outbox-cdc/outbox-cdc/relay"
 )
 
 func TestNewRefusesWhatCannotWork(t *testing.T) {
-	good := config.Default()
-	good.PostgresURL, good.KafkaBrokers = "postgres://u@127.0.0.1:1/db", []string{"127.0.0.1:1"}
-	for name, mutate := range map[string]func(c *config.Config){
-		"no postgres url":        func(c *config.Config) { c.PostgresURL = "" },
-		"no brokers":             func(c *config.Config) { c.KafkaBrokers = nil },
-		"nothing to relay":       func(c *config.Config) { c.Tables, c.MessagePrefix = nil, "" },
-		"heartbeat prefix":       func(c *config.Config) { c.MessagePrefix = "outbox-cdc.heartbeat" },
-		"bad topic template":     func(c *config.Config) { c.Tables[0].Topic = "a.{" },
-		"bad dead-letter topic":  func(c *config.Config) { c.DeadLetterTopic = "no spaces" },
-		"confirm past status":    func(c *config.Config) { c.ConfirmInterval = time.Hour },
-		"unknown compression":    func(c *config.Config) { c.Compression = "brotli" },
-		"cleanup with no tables": func(c *config.Config) { c.Tables, c.Cleanup = nil, config.CleanupDeleteAfterPublish },
+	good := relay.Default()
+	good.PostgresURL, good.Kafka.Brokers = "postgres://u@127.0.0.1:1/db", []string{"127.0.0.1:1"}
+	for _, tt := range []struct {
+		name, field string // field: the flag the error names
+		mutate      func(c *relay.Config)
+	}{
+		{"no postgres url", "postgres-url", func(c *relay.Config) { c.PostgresURL = "" }},
+		{"no brokers", "kafka-brokers", func(c *relay.Config) { c.Kafka.Brokers = nil }},
+		{"nothing to relay", "table", func(c *relay.Config) { c.Tables, c.Messages.Prefix = nil, "" }},
+		{"heartbeat prefix", "message-prefix", func(c *relay.Config) { c.Messages.Prefix = "outbox-cdc.heartbeat" }},
+		{"bad topic template", "topic", func(c *relay.Config) { c.Tables[0].Route.Topic = "a.{" }},
+		{"bad dead-letter topic", "dlq-topic", func(c *relay.Config) { c.Topics.DeadLetterTopic = "no spaces" }},
+		{"confirm past status", "confirm-interval", func(c *relay.Config) { c.Stream.ConfirmInterval = time.Hour }},
+		{"unknown compression", "kafka-compression", func(c *relay.Config) { c.Producer.Compression = "brotli" }},
+		{"unknown failover", "slot-failover", func(c *relay.Config) { c.Slot.Failover = "maybe" }},
+		{"cleanup with no tables", "cleanup", func(c *relay.Config) { c.Tables, c.Cleanup = nil, cleanup.DeleteAfterPublish }},
+		{"a mark without a column", "mark", func(c *relay.Config) { c.Cleanup, c.Tables[0].Mark = cleanup.Mark, []cleanup.Set{{}} }},
+		{"bad backfill order", "backfill-order", func(c *relay.Config) { c.Tables[0].Backfill = backfill.Spec{Where: "true", Order: "random"} }},
 	} {
 		c := good
-		c.Tables = append([]config.TableConfig(nil), good.Tables...)
-		mutate(&c)
+		c.Tables = append([]relay.Table(nil), good.Tables...)
+		tt.mutate(&c)
 		_, err := relay.New(c)
-		var usage *config.UsageError
-		if !errors.As(err, &usage) {
-			t.Errorf("%s: New returned %v, want a *config.UsageError", name, err)
+		var ce *relay.ConfigError
+		if !errors.As(err, &ce) || ce.Field != tt.field {
+			t.Errorf("%s: New returned %v, want a *relay.ConfigError naming %s", tt.name, err, tt.field)
 		}
 	}
 	if _, err := relay.New(good); err != nil {
@@ -92,7 +100,7 @@ type running struct {
 	stopped chan error
 }
 
-func start(t *testing.T, cfg config.Config, opts ...relay.Option) *running {
+func start(t *testing.T, cfg relay.Config, opts ...relay.Option) *running {
 	t.Helper()
 	r, err := relay.New(cfg, opts...)
 	if err != nil {
@@ -108,7 +116,7 @@ func start(t *testing.T, cfg config.Config, opts ...relay.Option) *running {
 		case <-time.After(time.Minute):
 			t.Error("relay did not return within a minute of its context's end")
 		}
-		dropSlot(t, cfg.Slot)
+		testkit.DropSlot(t, pgURL, cfg.Slot.Name)
 	})
 	deadline := time.Now().Add(time.Minute)
 	for r.Ready(ctx) != nil {
@@ -126,13 +134,14 @@ func start(t *testing.T, cfg config.Config, opts ...relay.Option) *running {
 
 // testConfig relays table name (and messages with its name as prefix) to
 // topics name.{aggregate_type}.
-func testConfig(name, brokers string) config.Config {
-	cfg := config.Default()
-	cfg.PostgresURL, cfg.KafkaBrokers = pgURL, []string{brokers}
-	cfg.Slot, cfg.Publication, cfg.MessagePrefix = name, name, name
-	cfg.Topic = name + ".{aggregate_type}"
-	cfg.Tables = []config.TableConfig{cfg.Table("public." + name)}
-	cfg.StatusInterval = time.Second
+func testConfig(name, brokers string) relay.Config {
+	cfg := relay.Default()
+	cfg.PostgresURL, cfg.Kafka.Brokers = pgURL, []string{brokers}
+	cfg.Slot.Name, cfg.Slot.Publication, cfg.Messages.Prefix = name, name, name
+	cfg.Defaults.Route.Topic = name + ".{aggregate_type}"
+	cfg.Messages.Route = cfg.Defaults.Route
+	cfg.Tables = []relay.Table{cfg.Table("public." + name)}
+	cfg.Stream.StatusInterval = time.Second
 	return cfg
 }
 
@@ -175,9 +184,9 @@ func write(ctx context.Context, t *testing.T, name string, n int) pglogrepl.LSN 
 func waitConfirmed(ctx context.Context, t *testing.T, slot string, want pglogrepl.LSN) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for slotConfirmed(ctx, t, slot) < want {
+	for testkit.SlotConfirmed(t, pgURL, slot) < want {
 		if time.Now().After(deadline) {
-			t.Fatalf("slot %s confirmed %s after 30s, want %s", slot, slotConfirmed(ctx, t, slot), want)
+			t.Fatalf("slot %s confirmed %s after 30s, want %s", slot, testkit.SlotConfirmed(t, pgURL, slot), want)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -190,7 +199,7 @@ func waitConfirmed(ctx context.Context, t *testing.T, slot string, want pglogrep
 func TestEmbedded(t *testing.T) {
 	ctx := context.Background()
 	name := fmt.Sprintf("embedded_%d", time.Now().UnixNano()%1e9)
-	if err := createOutbox(ctx, name); err != nil {
+	if err := testkit.CreateTable(ctx, pgURL, name, testkit.DefaultColumns); err != nil {
 		t.Fatal(err)
 	}
 	var logs syncBuffer
@@ -273,7 +282,7 @@ func counterVec(t *testing.T, reg *prometheus.Registry, name string) prometheus.
 func TestBrokerRefusesProduce(t *testing.T) {
 	ctx := context.Background()
 	name := fmt.Sprintf("refused_%d", time.Now().UnixNano()%1e9)
-	if err := createOutbox(ctx, name); err != nil {
+	if err := testkit.CreateTable(ctx, pgURL, name, testkit.DefaultColumns); err != nil {
 		t.Fatal(err)
 	}
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, name+".order"))
@@ -294,7 +303,7 @@ func TestBrokerRefusesProduce(t *testing.T) {
 		}})
 
 	start(t, testConfig(name, cluster.ListenAddrs()[0]))
-	before := slotConfirmed(ctx, t, name)
+	before := testkit.SlotConfirmed(t, pgURL, name)
 	end := write(ctx, t, name, 10)
 	deadline := time.Now().Add(30 * time.Second)
 	for refused.Load() < 3 && time.Now().Before(deadline) {
@@ -304,7 +313,7 @@ func TestBrokerRefusesProduce(t *testing.T) {
 		t.Fatalf("%d produce requests refused in 30s: the test proves nothing", refused.Load())
 	}
 	time.Sleep(2 * time.Second) // status updates keep flowing meanwhile
-	if got := slotConfirmed(ctx, t, name); got >= end {
+	if got := testkit.SlotConfirmed(t, pgURL, name); got >= end {
 		t.Fatalf("slot confirmed %s, past the unacknowledged events' commit (%s ends it)", got, end)
 	}
 	refusing.Store(false)

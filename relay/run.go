@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -15,9 +14,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outbox-cdc/outbox-cdc/cleanup"
-	"github.com/outbox-cdc/outbox-cdc/config"
-	"github.com/outbox-cdc/outbox-cdc/decode"
-	"github.com/outbox-cdc/outbox-cdc/replication"
 	"github.com/outbox-cdc/outbox-cdc/sink"
 	"github.com/outbox-cdc/outbox-cdc/slot"
 )
@@ -29,34 +25,32 @@ import (
 // unready server is reported at once.
 func (r *Relay) run(ctx context.Context) error {
 	cfg, log := r.cfg, r.log
+	brokers := strings.Join(cfg.Kafka.Brokers, ",")
 	log.Info("starting", slog.String("version", r.version), slog.String("postgres", cfg.PostgresTarget()),
-		slog.String("kafka", strings.Join(cfg.KafkaBrokers, ",")), slog.String("tables", cfg.TableNames()),
-		slog.String("message_prefix", cfg.MessagePrefix),
-		slog.String("slot", cfg.Slot), slog.String("publication", cfg.Publication), slog.String("topic", cfg.Topic))
+		slog.String("kafka", brokers), slog.String("tables", cfg.TableNames()),
+		slog.String("message_prefix", cfg.Messages.Prefix),
+		slog.String("slot", cfg.Slot.Name), slog.String("publication", cfg.Slot.Publication), slog.String("topic", cfg.Messages.Route.Topic))
 	// Kafka first: a wrong broker address should not leave a new slot behind
 	// pinning WAL.
-	if err := sink.Ping(ctx, cfg.KafkaBrokers, r.security); err != nil {
+	if err := sink.Ping(ctx, cfg.Kafka.Brokers, r.security); err != nil {
 		return err
 	}
-	log.Info("kafka reachable", slog.String("brokers", strings.Join(cfg.KafkaBrokers, ",")))
-	for _, d := range cfg.Deprecations {
-		log.Warn(d)
-	}
-	if cfg.CreateTopics && cfg.OnInvalid == config.OnInvalidDLQ {
+	log.Info("kafka reachable", slog.String("brokers", brokers))
+	if t := cfg.Topics; t.Create && t.OnInvalid == OnInvalidDLQ {
 		// Where rows go that cannot be published must exist before the
 		// first of them: refused, the relay stops here and says why.
-		created, err := sink.EnsureTopic(ctx, cfg.KafkaBrokers, r.security, cfg.DeadLetterTopic, TopicSpec(cfg))
+		created, err := sink.EnsureTopic(ctx, cfg.Kafka.Brokers, r.security, t.DeadLetterTopic, t.Spec)
 		if err != nil {
 			return fmt.Errorf("dead-letter topic: %w", err)
 		}
 		if created {
-			log.Info("created the dead-letter topic", slog.String("topic", cfg.DeadLetterTopic), slog.String("spec", TopicSpec(cfg).String()))
+			log.Info("created the dead-letter topic", slog.String("topic", t.DeadLetterTopic), slog.String("spec", t.Spec.String()))
 		}
 	}
-	if cfg.Cleanup != config.CleanupNone {
+	if cfg.Cleanup != cleanup.None {
 		// Before a slot is created: a table that cannot be cleaned is a
 		// setup mistake, reported at once.
-		if _, err := cleanup.New(ctx, cleanup.Config{URL: cfg.PostgresURL, Tables: CleanupTables(cfg)}); err != nil {
+		if _, err := cleanup.New(ctx, cleanup.Config{URL: cfg.PostgresURL, Tables: cfg.CleanupTables()}); err != nil {
 			return err
 		}
 	}
@@ -71,51 +65,7 @@ func (r *Relay) run(ctx context.Context) error {
 		return err
 	}
 	r.warnSlot(ctx)
-	standby := false // another process streams the slot; we wait for it to let go
-	for attempt := 0; ; attempt++ {
-		began, err := r.session(ctx, start)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if !retriable(err) {
-			return err
-		}
-		if began {
-			attempt, standby = 0, false
-		}
-		var wait time.Duration
-		if errors.Is(err, replication.ErrSlotActive) {
-			// A second instance: quiet, and quick to take over.
-			attempt = 0
-			wait = standbyPoll/2 + rand.N(standbyPoll/2+1)
-			r.live.standingBy.Store(true)
-			if !standby {
-				standby = true
-				log.Info("standing by: the slot is streamed by another process; taking over when it lets go",
-					slog.String("slot", cfg.Slot), slog.Any("err", err))
-			}
-		} else {
-			standby = false
-			r.live.standingBy.Store(false)
-			r.metrics.Reconnected()
-			wait = backoff(attempt)
-			log.Warn("stream interrupted, reconnecting", slog.Any("err", err), slog.Duration("in", wait))
-		}
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return nil
-		}
-		if start, err = r.prepare(ctx, false, standby); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			if !retriable(err) {
-				return err
-			}
-			start = 0 // session fails fast and we come back here
-		}
-	}
+	return r.reconnect(ctx, start)
 }
 
 // warnSlot logs, once at start, what an operator should know of the slot
@@ -131,7 +81,7 @@ func (r *Relay) warnSlot(ctx context.Context) {
 		r.log.Debug("slot warnings", slog.Any("err", err))
 	}
 	for _, w := range warnings {
-		r.log.Warn(w, slog.String("slot", r.cfg.Slot))
+		r.log.Warn(w, slog.String("slot", r.cfg.Slot.Name))
 	}
 }
 
@@ -156,31 +106,6 @@ func (r *Relay) prepare(ctx context.Context, createSlot, standingBy bool) (pglog
 		}
 	}
 	return start, err
-}
-
-// retriable tells failures that a new session may mend (a lost connection, a
-// broker away too long) from those it cannot.
-func retriable(err error) bool {
-	var rowErr *decode.InvalidRowError
-	var pubErr *sink.Error
-	switch {
-	case errors.As(err, &rowErr):
-		return false
-	case errors.As(err, &pubErr):
-		return pubErr.Retriable
-	case errors.Is(err, slot.ErrNotReady), errors.Is(err, slot.ErrColumnMissing), errors.Is(err, slot.ErrSlotInvalidated),
-		errors.Is(err, cleanup.ErrNotReady):
-		return false
-	}
-	return true
-}
-
-func backoff(attempt int) time.Duration {
-	d := time.Second << min(attempt, 5)
-	if d > 30*time.Second {
-		d = 30 * time.Second
-	}
-	return d/2 + rand.N(d/2+1)
 }
 
 // PostgresHint says what to look at when Postgres cannot be reached.

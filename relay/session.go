@@ -20,7 +20,7 @@ import (
 // session is one replication connection and one Kafka writer, from start to
 // the first failure or to ctx's end. It reports whether streaming began.
 func (r *Relay) session(ctx context.Context, start pglogrepl.LSN) (bool, error) {
-	cfg, log := r.cfg, r.log
+	cfg := r.cfg
 	if start == 0 {
 		return false, errors.New("slot position unknown")
 	}
@@ -28,7 +28,7 @@ func (r *Relay) session(ctx context.Context, start pglogrepl.LSN) (bool, error) 
 	if err != nil {
 		return false, err
 	}
-	track := checkpoint.New(start, cfg.MaxInFlight, cfg.MaxInFlightBytes)
+	track := checkpoint.New(start, cfg.Stream.MaxInFlight, cfg.Stream.MaxInFlightBytes)
 	// After a stall, requests wait until the stream has had the time to
 	// find its connection gone (see stallGuard).
 	guard := newStallGuard()
@@ -42,8 +42,8 @@ func (r *Relay) session(ctx context.Context, start pglogrepl.LSN) (bool, error) 
 		return false, err
 	}
 	stream, err := replication.Connect(ctx, replication.StreamConfig{
-		URL: cfg.PostgresURL, Slot: cfg.Slot, Publication: cfg.Publication, StatusInterval: cfg.StatusInterval, ConfirmEvery: cfg.ConfirmInterval,
-		ReceiveTimeout: cfg.ReceiveTimeout, Logger: log,
+		URL: cfg.PostgresURL, Slot: cfg.Slot.Name, Publication: cfg.Slot.Publication, StatusInterval: cfg.Stream.StatusInterval,
+		ConfirmEvery: cfg.Stream.ConfirmInterval, ReceiveTimeout: cfg.Stream.ReceiveTimeout, Logger: r.log,
 	}, track)
 	if err != nil {
 		return false, errors.Join(err, pub.close(context.Background()))
@@ -56,8 +56,19 @@ func (r *Relay) session(ctx context.Context, start pglogrepl.LSN) (bool, error) 
 	r.live.writer.Store(pub.writer)
 	defer r.live.writer.Store(nil)
 	defer r.live.end()
+	runErr, lost := r.read(ctx, target, track, pub, stream)
+	return true, r.drain(ctx, track, pub, stream, runErr, lost)
+}
+
+// read hands the stream's messages to a pipeline until ctx ends, the
+// stream fails, a publish fails, or a table leaves the publication. lost
+// says the stream ended of itself: the replication connection is gone (or
+// the server ended it), so nothing more can be confirmed on it, and the
+// slot may be another instance's already.
+func (r *Relay) read(ctx context.Context, target slot.Target, track *checkpoint.Tracker, pub *publisher, stream *replication.Stream) (runErr error, lost bool) {
+	cfg, log := r.cfg, r.log
 	dec := decode.New(target.Tables...)
-	dec.DecodeMessages(cfg.MessagePrefix)
+	dec.DecodeMessages(cfg.Messages.Prefix)
 	p := &pipeline{dec: dec, track: track, pub: pub.writer, clean: pub.cleaner}
 	readCtx, stopReading := context.WithCancelCause(ctx)
 	watched := make(chan struct{})
@@ -71,30 +82,27 @@ func (r *Relay) session(ctx context.Context, start pglogrepl.LSN) (bool, error) 
 	}()
 	var watch sync.WaitGroup
 	watch.Go(func() { // ends with reading; a table gone from the publication ends reading
-		interval := cfg.HeartbeatInterval
+		interval := cfg.Stream.HeartbeatInterval
 		if interval == 0 {
 			interval = 10 * time.Second
 		}
 		idle := func() bool { n, _ := track.InFlight(); return n == 0 }
 		if err := slot.Watch(readCtx, slot.WatchConfig{
-			URL: cfg.PostgresURL, Target: target, Interval: interval, Heartbeat: cfg.HeartbeatInterval > 0,
+			URL: cfg.PostgresURL, Target: target, Interval: interval, Heartbeat: cfg.Stream.HeartbeatInterval > 0,
 			Idle: idle, OnSlot: r.metrics.Slot, Logger: log,
 		}); err != nil {
 			stopReading(err)
 		}
 	})
 	var handleErr error // the pipeline's own failure (a row, a publish), not the stream's
-	runErr := stream.Run(readCtx, func(ctx context.Context, lsn pglogrepl.LSN, data []byte) error {
+	runErr = stream.Run(readCtx, func(ctx context.Context, lsn pglogrepl.LSN, data []byte) error {
 		err := p.handle(ctx, lsn, data)
 		if err != nil && ctx.Err() == nil {
 			handleErr = err
 		}
 		return err
 	})
-	// The stream ended of itself: the replication connection is gone (or
-	// the server ended it), so nothing more can be confirmed on it, and the
-	// slot may be another instance's already.
-	lost := runErr != nil && readCtx.Err() == nil && handleErr == nil
+	lost = runErr != nil && readCtx.Err() == nil && handleErr == nil
 	r.live.streaming.Store(false)
 	stopReading(runErr)
 	<-watched
@@ -102,17 +110,26 @@ func (r *Relay) session(ctx context.Context, start pglogrepl.LSN) (bool, error) 
 	if ctx.Err() != nil {
 		runErr = nil // a signal: drain and confirm
 	}
+	return runErr, lost
+}
 
+// drain ends a session: the writer flushes its batches and waits for
+// their acks (or failures), bounded by the drain timeout; then the final
+// position is confirmed. Events still unacked are simply not confirmed:
+// they are read again by the next run. It returns runErr, or a failure
+// to close when there was none.
+func (r *Relay) drain(ctx context.Context, track *checkpoint.Tracker, pub *publisher, stream *replication.Stream, runErr error, lost bool) error {
+	cfg, log := r.cfg, r.log
 	// Drain: the writer flushes its batches and waits for their acks (or
 	// failures), bounded by the drain timeout; then the final position is
 	// confirmed. Events still unacked are simply not confirmed: they are
 	// read again by the next run.
-	drainCtx, cancel := context.WithTimeout(context.Background(), cfg.DrainTimeout)
+	drainCtx, cancel := context.WithTimeout(context.Background(), cfg.Stream.DrainTimeout)
 	defer cancel()
 	events, bytes := track.InFlight()
 	switch {
 	case ctx.Err() != nil:
-		log.Info("draining", slog.Int("events", events), slog.Int64("bytes", bytes), slog.Duration("timeout", cfg.DrainTimeout))
+		log.Info("draining", slog.Int("events", events), slog.Int64("bytes", bytes), slog.Duration("timeout", cfg.Stream.DrainTimeout))
 	case lost:
 		// Publishing what is queued, or retrying what is out, would only
 		// publish twice what the slot replays to whoever streams it next.
@@ -130,7 +147,7 @@ func (r *Relay) session(ctx context.Context, start pglogrepl.LSN) (bool, error) 
 	if runErr == nil && ctx.Err() == nil {
 		runErr = closeErr
 	}
-	return true, runErr
+	return runErr
 }
 
 // withOIDs is the target with its tables' OIDs, which the decoder follows

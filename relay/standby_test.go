@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outbox-cdc/outbox-cdc/internal/testkit"
 	"github.com/outbox-cdc/outbox-cdc/relay"
 )
 
@@ -17,7 +18,7 @@ import (
 func TestStandbyConfirmsNothing(t *testing.T) {
 	ctx := context.Background()
 	name := fmt.Sprintf("standbylog_%d", time.Now().UnixNano()%1e9)
-	if err := createOutbox(ctx, name); err != nil {
+	if err := testkit.CreateTable(ctx, pgURL, name, testkit.DefaultColumns); err != nil {
 		t.Fatal(err)
 	}
 	var firstLogs, secondLogs syncBuffer

@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"slices"
 	"time"
 
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol"
 	produceAPI "github.com/segmentio/kafka-go/protocol/produce"
+
+	"github.com/outbox-cdc/outbox-cdc/internal/backoff"
 )
 
 // sender carries every partition one broker leads. It keeps one produce
@@ -106,7 +107,7 @@ func (s *sender) next() (batches []batch, wait time.Duration, stop bool) {
 	now := time.Now()
 	closing, abandoned := w.closed.Load(), w.abandon.Err() != nil
 	var ready []*partition
-	var backoff time.Time
+	var nextRetry time.Time
 	pending, full := false, false
 	for _, p := range s.parts {
 		if p.busy {
@@ -122,8 +123,8 @@ func (s *sender) next() (batches []batch, wait time.Duration, stop bool) {
 		}
 		pending = true
 		if p.retry != nil && now.Before(p.retryAt) {
-			if backoff.IsZero() || p.retryAt.Before(backoff) {
-				backoff = p.retryAt
+			if nextRetry.IsZero() || p.retryAt.Before(nextRetry) {
+				nextRetry = p.retryAt
 			}
 			continue
 		}
@@ -137,15 +138,15 @@ func (s *sender) next() (batches []batch, wait time.Duration, stop bool) {
 		return nil, 0, true
 	case len(ready) == 0:
 		s.idle = true
-		if !backoff.IsZero() {
-			return nil, max(backoff.Sub(now), time.Millisecond), false
+		if !nextRetry.IsZero() {
+			return nil, max(nextRetry.Sub(now), time.Millisecond), false
 		}
 		return nil, 0, false
 	case !full && !closing && now.Sub(s.last) < w.cfg.BatchTimeout:
 		s.idle, s.pacing = false, true
 		wait = w.cfg.BatchTimeout - now.Sub(s.last)
-		if !backoff.IsZero() {
-			wait = min(wait, max(backoff.Sub(now), time.Millisecond))
+		if !nextRetry.IsZero() {
+			wait = min(wait, max(nextRetry.Sub(now), time.Millisecond))
 		}
 		return nil, wait, false
 	}
@@ -254,7 +255,7 @@ func (s *sender) settle(b batch, err error) {
 	}
 	perr := classify(err)
 	perr.Topic = b.p.tp.topic
-	if !perr.Retriable && w.abandon.Err() == nil {
+	if !perr.Transient && w.abandon.Err() == nil {
 		// The partition stays busy while its messages are settled one by
 		// one, so none of its later messages overtakes them.
 		w.owned.Go(func() {
@@ -275,7 +276,7 @@ func (s *sender) settle(b batch, err error) {
 	}
 	w.mu.Lock()
 	b.p.busy, b.p.retry = false, b.msgs
-	b.p.retryAt = time.Now().Add(jitter(b.p.attempt))
+	b.p.retryAt = time.Now().Add(backoff.Delay(b.p.attempt, backoffMin, backoffMax))
 	b.p.attempt++
 	attempt := b.p.attempt
 	s.handOver(b.p)
@@ -344,13 +345,4 @@ func (w *Writer) produce(topic string, id int, msgs []kafka.Message) error {
 		}
 	}
 	return fmt.Errorf("no answer for %s/%d: %w", topic, id, protocol.ErrNoPartition)
-}
-
-// jitter returns a capped exponential backoff with full jitter.
-func jitter(attempt int) time.Duration {
-	d := backoffMin << min(attempt, 6)
-	if d > 5*time.Second {
-		d = 5 * time.Second
-	}
-	return d/2 + rand.N(d/2+1)
 }

@@ -23,11 +23,11 @@ const (
 )
 
 // Error is a failed publish, classified once here so that callers branch on
-// Retriable and Reason rather than on broker error codes or strings.
+// Transient and Reason rather than on broker error codes or strings.
 type Error struct {
 	Topic     string
 	Err       error
-	Retriable bool   // the same message may succeed later
+	Transient bool   // the same message may succeed later
 	Reason    string // set when the event itself can never be published as it is
 }
 
@@ -39,6 +39,11 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) Unwrap() error { return e.Err }
+
+// Retriable answers the relay's retry loop: a new session may publish the
+// event when the failure was transient (a broker away, a leader moving),
+// not when the event or its topic was refused.
+func (e *Error) Retriable() bool { return e.Transient }
 
 func classify(err error) *Error {
 	var e *Error
@@ -69,13 +74,13 @@ func classify(err error) *Error {
 		case kafka.InvalidTopic:
 			return &Error{Err: err, Reason: ReasonInvalidTopic}
 		}
-		return &Error{Err: err, Retriable: kerr.Temporary()}
+		return &Error{Err: err, Transient: kerr.Temporary()}
 	case errors.Is(err, context.Canceled):
 		return &Error{Err: err}
 	default:
 		// Network failures, timeouts, a closed connection: the broker may
 		// come back.
-		return &Error{Err: err, Retriable: true}
+		return &Error{Err: err, Transient: true}
 	}
 }
 

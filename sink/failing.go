@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/outbox-cdc/outbox-cdc/internal/backoff"
 )
 
 // produceFailed is called on each failed produce attempt. It is turned
@@ -64,7 +66,7 @@ func (w *Writer) up() {
 // it (it is read again after a restart, and must land first). A message
 // dead-lettered has its fate settled, and the others go on.
 func (w *Writer) salvage(msgs []kafka.Message, perr *Error) (failed error) {
-	if !perr.Retriable {
+	if !perr.Transient {
 		w.log.Warn("kafka refused a batch; sending its messages one by one", slog.String("topic", msgs[0].Topic),
 			slog.Int("messages", len(msgs)), slog.Any("err", perr.Err))
 	}
@@ -75,7 +77,7 @@ func (w *Writer) salvage(msgs []kafka.Message, perr *Error) (failed error) {
 			continue
 		}
 		reason, err := m.reason, error(nil)
-		if perr.Retriable {
+		if perr.Transient {
 			// Each until it is written, so that the batch's own order
 			// holds too.
 			if err = w.retry(msgs[i]); err == nil {
@@ -141,12 +143,12 @@ func (w *Writer) retry(msg kafka.Message) error {
 		}
 		perr := classify(err)
 		perr.Topic = msg.Topic
-		if !perr.Retriable || w.abandon.Err() != nil {
+		if !perr.Transient || w.abandon.Err() != nil {
 			return perr
 		}
 		w.produceFailed(err, "produce to %s: %v", msg.Topic, err)
 		select {
-		case <-time.After(jitter(attempt)):
+		case <-time.After(backoff.Delay(attempt, backoffMin, backoffMax)):
 		case <-w.abandon.Done():
 			return &Error{Topic: perr.Topic, Err: fmt.Errorf("writer closed while retrying: %w", perr.Err)}
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/outbox-cdc/outbox-cdc/decode"
+	"github.com/outbox-cdc/outbox-cdc/internal/backoff"
 )
 
 // Config is what the writer needs to know.
@@ -145,9 +146,11 @@ type meta struct {
 }
 
 // Transient produce failures are retried with capped, jittered backoff
-// until they succeed or the writer is abandoned.
+// (backoff.Delay from backoffMin, doubling up to backoffMax) until they
+// succeed or the writer is abandoned.
 const (
 	backoffMin = 100 * time.Millisecond
+	backoffMax = 5 * time.Second
 	// produceTimeout bounds one produce request; the broker is told the same.
 	produceTimeout = 30 * time.Second
 	// countTTL is how long a topic's partition count is trusted.
@@ -259,7 +262,7 @@ func (w *Writer) write(ctx context.Context, msg kafka.Message) error {
 		}
 		perr := classify(err)
 		perr.Topic = msg.Topic
-		if !perr.Retriable {
+		if !perr.Transient {
 			return perr
 		}
 		switch {
@@ -276,7 +279,7 @@ func (w *Writer) write(ctx context.Context, msg kafka.Message) error {
 			}
 		}
 		select {
-		case <-time.After(jitter(attempt)):
+		case <-time.After(backoff.Delay(attempt, backoffMin, backoffMax)):
 		case <-ctx.Done():
 			return fmt.Errorf("publish to %s: %w", msg.Topic, context.Cause(ctx))
 		}

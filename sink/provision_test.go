@@ -73,7 +73,7 @@ func TestTopicCreationRefused(t *testing.T) {
 	client := &kafka.Client{Addr: kafka.TCP(cluster.ListenAddrs()...)}
 	err = createTopic(ctx, client, "refused", TopicSpec{ReplicationFactor: 3})
 	var perr *Error
-	if !errors.As(err, &perr) || perr.Retriable || perr.Reason != ReasonTopicNotCreated {
+	if !errors.As(err, &perr) || perr.Transient || perr.Reason != ReasonTopicNotCreated {
 		t.Fatalf("refused creation: %v, want a permanent %s", err, ReasonTopicNotCreated)
 	}
 	t.Logf("the one line: %v", err)

@@ -132,7 +132,7 @@ func TestTopicAdmission(t *testing.T) {
 			t.Errorf("step %d: %s refused: %v", i, name, perr)
 		case step.reason != "" && (perr == nil || perr.Reason != step.reason):
 			t.Errorf("step %d: %s: %v, want reason %s", i, name, perr, step.reason)
-		case perr != nil && (perr.Topic != name || perr.Retriable):
+		case perr != nil && (perr.Topic != name || perr.Transient):
 			t.Errorf("step %d: %+v: want a permanent error naming %s", i, perr, name)
 		}
 	}

@@ -5,13 +5,26 @@ import "errors"
 var (
 	// ErrNotReady is a server, role, table, publication or slot that is not
 	// in the shape outbox-cdc needs; the message says what to change.
-	ErrNotReady = errors.New("postgres not ready for outbox-cdc")
+	ErrNotReady = permanent("postgres not ready for outbox-cdc")
 	// ErrColumnMissing is a configured column the outbox table lacks: a
 	// --column-* flag to fix.
-	ErrColumnMissing = errors.New("outbox column missing")
+	ErrColumnMissing = permanent("outbox column missing")
 	// ErrSlotInvalidated is a slot whose WAL was removed: streaming from it
 	// would skip events, so outbox-cdc refuses and says how to recover.
-	ErrSlotInvalidated = errors.New("replication slot invalidated")
+	ErrSlotInvalidated = permanent("replication slot invalidated")
 	// ErrNoSlot is a slot that does not exist (see ReadSlotState).
 	ErrNoSlot = errors.New("replication slot does not exist")
 )
+
+// permanentError is a sentinel that a person must act on (a grant, a flag,
+// a recreated slot): it tells the relay's retry loop, which asks errors
+// whether they are Retriable, that a new session cannot mend it. Each
+// sentinel is its own pointer, so errors.Is matches it and nothing else.
+type permanentError struct{ msg string }
+
+func permanent(msg string) error { return &permanentError{msg} }
+
+func (e *permanentError) Error() string { return e.msg }
+
+// Retriable is false: retrying finds the server in the same shape.
+func (e *permanentError) Retriable() bool { return false }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/jackc/pglogrepl"
@@ -290,106 +289,6 @@ func readSlot(ctx context.Context, conn *pgx.Conn, slot string) (slotRow, error)
 	}
 	return s, nil
 }
-
-// SetupSQL returns the statements that make Postgres ready for `outbox-cdc
-// run` as role (empty: no grants): the publication, the slot, and what a
-// least-privilege role needs; with backfill, not the slot, which run creates
-// exporting its snapshot. With conn, statements already in effect are
-// left out; with a nil conn, every statement is returned, for a fresh
-// database. The slot comes last: creating it cannot share a transaction
-// with writes.
-//
-// privileges are what role needs on the tables beyond streaming: DELETE
-// (--cleanup=delete-after-publish), UPDATE (mark), SELECT (backfill).
-// With backfill the slot is left to run, which creates it exporting the
-// snapshot the backfill reads (the progress table's SQL is
-// backfill.SetupSQL's).
-func SetupSQL(ctx context.Context, conn *pgx.Conn, t Target, role string, privileges []string, backfill bool) ([]string, error) {
-	pub := pgx.Identifier{t.Publication}.Sanitize()
-	var out []string
-	pubExists, slotExists := false, false
-	missing := t.qualified()
-	canLogin, canReplicate, roleExists := false, false, true
-	if conn != nil {
-		err := conn.QueryRow(ctx, `
-			SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1),
-				EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $2)`,
-			t.Publication, t.Slot).Scan(&pubExists, &slotExists)
-		if err != nil {
-			return nil, fmt.Errorf("read publication and slot: %w", err)
-		}
-		if missing, err = missingFromPublication(ctx, conn, t); err != nil {
-			return nil, err
-		}
-		if role != "" {
-			err := conn.QueryRow(ctx, `SELECT rolcanlogin, rolreplication OR rolsuper FROM pg_roles WHERE rolname = $1`, role).Scan(&canLogin, &canReplicate)
-			if errors.Is(err, pgx.ErrNoRows) {
-				roleExists = false
-			} else if err != nil {
-				return nil, fmt.Errorf("read role %q: %w", role, err)
-			}
-		}
-		if role != "" && !roleExists {
-			return nil, fmt.Errorf("%w: role %q does not exist; create it first: CREATE ROLE %s WITH LOGIN REPLICATION PASSWORD '…'; then run setup again",
-				ErrNotReady, role, pgx.Identifier{role}.Sanitize())
-		}
-	}
-	switch {
-	case !pubExists:
-		out = append(out, t.createPublication()+";")
-	case len(missing) > 0:
-		out = append(out, fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s;", pub, quotedList(missing)))
-	}
-	if role != "" {
-		r := pgx.Identifier{role}.Sanitize()
-		if conn == nil {
-			out = append(out, fmt.Sprintf("-- the role, if it does not exist yet: CREATE ROLE %s WITH LOGIN REPLICATION PASSWORD '…';", r))
-		}
-		if conn == nil || !canLogin || !canReplicate {
-			out = append(out, fmt.Sprintf("ALTER ROLE %s WITH LOGIN REPLICATION;", r))
-		}
-		// GRANT is idempotent: repeating one costs nothing. No SELECT on
-		// the table: the rows arrive through the WAL, and pgoutput does not
-		// check it. USAGE lets the startup check find the table's columns.
-		var schemas []string
-		for _, tb := range t.Tables {
-			if !slices.Contains(schemas, tb.Schema) {
-				schemas = append(schemas, tb.Schema)
-				out = append(out, fmt.Sprintf("GRANT USAGE ON SCHEMA %s TO %s;", pgx.Identifier{tb.Schema}.Sanitize(), r))
-			}
-		}
-		emitSig := "pg_logical_emit_message(boolean, text, text)" // before 17; 17 added a flush argument
-		if conn != nil {
-			_ = conn.QueryRow(ctx, `SELECT coalesce(min(p.oid::regprocedure::text), $1) FROM pg_proc p
-				WHERE p.proname = 'pg_logical_emit_message' AND p.proargtypes[2] = 'text'::regtype`, emitSig).Scan(&emitSig)
-		}
-		out = append(out, fmt.Sprintf("GRANT EXECUTE ON FUNCTION %s TO %s;", emitSig, r))
-		if len(privileges) > 0 && len(t.Tables) > 0 { // cleaning finds rows by id: SELECT too
-			privs := append([]string{"SELECT"}, slices.DeleteFunc(slices.Clone(privileges), func(p string) bool { return p == "SELECT" })...)
-			out = append(out, fmt.Sprintf("GRANT %s ON %s TO %s;", strings.Join(privs, ", "), t.tableList(), r))
-		}
-	}
-	// With a backfill, run creates the slot itself, exporting the snapshot
-	// the backfill reads: a slot created here would leave the rows committed
-	// before it to no one.
-	if !slotExists && !backfill {
-		failover := false
-		if conn != nil {
-			var err error
-			if failover, err = WantFailover(ctx, conn, t); err != nil {
-				return nil, err
-			}
-		}
-		if failover {
-			out = append(out, fmt.Sprintf("SELECT pg_create_logical_replication_slot(%s, 'pgoutput', false, false, true); -- failover-enabled", quoteLiteral(t.Slot)))
-		} else {
-			out = append(out, fmt.Sprintf("SELECT pg_create_logical_replication_slot(%s, 'pgoutput');", quoteLiteral(t.Slot)))
-		}
-	}
-	return out, nil
-}
-
-func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // SlotExists reports whether slot exists.
 func SlotExists(ctx context.Context, conn *pgx.Conn, slot string) (bool, error) {

@@ -35,7 +35,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/outbox-cdc/outbox-cdc/internal/harness"
+	"github.com/outbox-cdc/outbox-cdc/internal/testkit"
 )
 
 func main() {
@@ -81,7 +81,7 @@ func run() error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	root, err := harness.Root()
+	root, err := testkit.Root()
 	if err != nil {
 		return err
 	}
@@ -101,12 +101,12 @@ func run() error {
 	if err := build.Run(); err != nil {
 		return fmt.Errorf("build outbox-cdc: %w", err)
 	}
-	pg, err := harness.StartPostgres()
+	pg, err := testkit.StartPostgres()
 	if err != nil {
 		return fmt.Errorf("start postgres: %w", err)
 	}
 	defer pg.Stop()
-	kafkaSrv, err := harness.StartKafka()
+	kafkaSrv, err := testkit.StartKafka()
 	if err != nil {
 		return fmt.Errorf("start kafka: %w", err)
 	}

@@ -1,116 +1,28 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
-	"regexp"
-	"strings"
-
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outbox-cdc/outbox-cdc/internal/checklist"
+	"github.com/outbox-cdc/outbox-cdc/internal/redact"
 )
 
-// redactor blanks passwords out of text bound for a log line or an error
-// message: pgx errors may quote the connection string they were given.
-//
-// A password is found by where it stands, a URL's userinfo or query
-// (password=, sslpassword=) or a key=value password, never by its value:
-// replacing a value everywhere mangles every word that contains it, which
-// reveals it (with the password "postgres", "connect to postgres" read
-// "connect to xxxxx"). The SASL password is not searched for: nothing
-// outbox-cdc prints holds it (config refuses a password SCRAM cannot use
-// with a message that does not quote it, the one dependency error that
-// would), and any search for it would mangle words again.
+// redactor blanks passwords out of what the commands print (see package
+// redact): a URL's or a key=value password, found by where it stands.
 type redactor struct{}
-
-const redacted = "xxxxx"
 
 func newRedactor() redactor { return redactor{} }
 
-var (
-	// urlToken is a URL as it stands in a sentence: it ends at white space,
-	// a quote or a bracket that closes a quotation.
-	urlToken = regexp.MustCompile("(?i)\\b[a-z][a-z0-9+.-]*://[^\\s'\"`<>]+")
-	// keyValuePassword is password= or sslpassword= in key=value form, its
-	// value quoted (with \-escapes) or up to the next white space.
-	keyValuePassword = regexp.MustCompile(`(?i)((?:ssl)?password)\s*=\s*(?:'(?:[^'\\]|\\.)*'?|(?:[^\s\\]|\\.)*)`)
-)
-
-func (redactor) redact(s string) string {
-	if !strings.Contains(s, "://") && !strings.Contains(strings.ToLower(s), "password") {
-		return s // the common case, cheaply
-	}
-	var b strings.Builder
-	last := 0
-	for _, m := range urlToken.FindAllStringIndex(s, -1) {
-		b.WriteString(redactKeyValues(s[last:m[0]]))
-		b.WriteString(redactURL(s[m[0]:m[1]]))
-		last = m[1]
-	}
-	b.WriteString(redactKeyValues(s[last:]))
-	return b.String()
-}
-
-func redactKeyValues(s string) string {
-	return keyValuePassword.ReplaceAllString(s, "${1}="+redacted)
-}
-
-// redactURL blanks u's passwords. A Postgres URL gets pgconn's own
-// redaction, which follows its parser: the userinfo password and the
-// password and sslpassword query values, even in a URL it cannot parse.
-// Another URL gets net/url's.
-func redactURL(u string) string {
-	lower := strings.ToLower(u)
-	if strings.HasPrefix(lower, "postgres://") || strings.HasPrefix(lower, "postgresql://") {
-		// pgconn redacts only in a ParseConfigError's message, as
-		// "cannot parse `URL`: ".
-		msg := pgconn.NewParseConfigError(u, "", nil).Error()
-		if r, ok := strings.CutPrefix(msg, "cannot parse `"); ok {
-			if r, ok := strings.CutSuffix(r, "`: "); ok {
-				return r
-			}
-		}
-		return u[:strings.Index(u, "://")+3] + redacted // pgconn changed its message: blank it all
-	}
-	if p, err := url.Parse(u); err == nil {
-		if _, ok := p.User.Password(); ok {
-			return p.Redacted()
-		}
-		return u
-	}
-	if at := strings.LastIndexByte(u, '@'); at >= 0 {
-		return u[:strings.Index(u, "://")+3] + redacted + u[at:]
-	}
-	return u
-}
+func (redactor) redact(s string) string { return redact.String(s) }
 
 // oneLine is err's message on one line, redacted.
-func (r redactor) oneLine(err error) string { return r.redact(checklist.OneLine(err)) }
+func (redactor) oneLine(err error) string { return redact.String(checklist.OneLine(err)) }
 
-// replaceAttr redacts every string, error and Stringer attribute, and the
-// message.
-func (r redactor) replaceAttr(_ []string, a slog.Attr) slog.Attr {
-	switch a.Value.Kind() {
-	case slog.KindString:
-		a.Value = slog.StringValue(r.redact(a.Value.String()))
-	case slog.KindAny:
-		switch v := a.Value.Any().(type) {
-		case error:
-			a.Value = slog.StringValue(r.redact(v.Error()))
-		case fmt.Stringer:
-			a.Value = slog.StringValue(r.redact(v.String()))
-		}
-	}
-	return a
-}
-
-func newLogger(format, level string, w io.Writer, red redactor) *slog.Logger {
+func newLogger(format, level string, w io.Writer, _ redactor) *slog.Logger {
 	var lv slog.Level
 	_ = lv.UnmarshalText([]byte(level)) // validated by config
-	opts := &slog.HandlerOptions{Level: lv, ReplaceAttr: red.replaceAttr}
+	opts := &slog.HandlerOptions{Level: lv, ReplaceAttr: redact.ReplaceAttr}
 	if format == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}

@@ -1,11 +1,10 @@
 // Command outbox-cdc relays a Postgres transactional outbox to Kafka by
-// reading the write-ahead log through a logical replication slot. It parses
-// flags and environment (package config), serves metrics and probes, and
-// runs package relay, which does the relaying; check, setup and status call
-// replication and sink directly.
+// reading the write-ahead log through a logical replication slot. It reads
+// its configuration (package config), serves metrics and probes and runs
+// package relay; check, setup and status print what package admin answers.
 //
 //	outbox-cdc [run] [flags]   relay (the default command)
-//	outbox-cdc check [flags]   preflight checklist for Postgres and Kafka
+//	outbox-cdc check [flags]   preflight checklist for Postgres and Kafka (--offline: the configuration alone)
 //	outbox-cdc setup [flags]   create the publication, the slot and grants
 //	outbox-cdc status [flags]  where the slot stands
 //	outbox-cdc dlq list|replay [flags]  the dead letters, and publishing them again
@@ -20,11 +19,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/pprof"
+	"strings"
 	"syscall"
 
 	"github.com/outbox-cdc/outbox-cdc/config"
-	"github.com/outbox-cdc/outbox-cdc/slot"
 )
 
 func main() {
@@ -35,33 +33,21 @@ func main() {
 const (
 	exitOK      = 0
 	exitFailure = 1 // a runtime failure: unreachable server, stream failure, a failed check
-	exitUsage   = 2 // a flag or environment variable to fix
+	exitUsage   = 2 // a flag, an environment variable or the config file to fix
 )
 
+// commands other than run, which main runs itself.
+var commands = map[string]func(context.Context, config.Config, io.Writer, io.Writer, redactor) int{
+	config.CmdCheck: check, config.CmdSetup: setup, config.CmdStatus: status,
+	config.CmdDLQList: dlqList, config.CmdDLQReplay: dlqReplay,
+}
+
 func mainExit(args, environ []string, stdout, stderr io.Writer) int {
-	cmd := config.CmdRun
-	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
-		cmd, args = args[0], args[1:]
-	} else if len(args) > 0 && (args[0] == "--version" || args[0] == "-version") {
-		cmd = "version"
-	}
-	if cmd == "dlq" && len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
-		cmd, args = cmd+" "+args[0], args[1:] // dlq list, dlq replay
-	}
-	switch cmd {
-	case "version":
+	cmd, args := command(args)
+	if cmd == "version" {
 		fmt.Fprintln(stdout, versionLine())
 		return exitOK
-	case "help":
-		if len(args) > 0 {
-			cmd = args[0]
-		}
-		if cmd == "dlq" && len(args) > 1 {
-			cmd += " " + args[1]
-		}
-		args = []string{"--help"}
 	}
-
 	cfg, err := config.Parse(cmd, args, environ, stdout)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
@@ -72,38 +58,32 @@ func mainExit(args, environ []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	log := newLogger(cfg.LogFormat, cfg.LogLevel, stderr, red)
-
+	for _, w := range cfg.Warnings {
+		log.Warn(w)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	switch cmd {
-	case config.CmdCheck:
-		return check(ctx, cfg, stdout, stderr, red)
-	case config.CmdSetup:
-		return setup(ctx, cfg, stdout, stderr, red)
-	case config.CmdStatus:
-		return status(ctx, cfg, stdout, stderr, red)
-	case config.CmdDLQList:
-		return dlqList(ctx, cfg, stdout, stderr, red)
-	case config.CmdDLQReplay:
-		return dlqReplay(ctx, cfg, stdout, stderr, red)
+	if c, ok := commands[cmd]; ok {
+		return c(ctx, cfg, stdout, stderr, red)
 	}
+	return runExit(ctx, cfg, log, stderr, red)
+}
 
-	if path := os.Getenv("OUTBOX_CDC_CPUPROFILE"); path != "" {
-		// A debugging aid for the benchmark: a CPU profile of the whole run.
-		if f, err := os.Create(path); err == nil {
-			if pprof.StartCPUProfile(f) == nil {
-				defer func() { pprof.StopCPUProfile(); f.Close() }()
-			}
-		}
+// command splits the command (run when none is given; dlq's in two words)
+// from its flags; help COMMAND is COMMAND --help.
+func command(args []string) (string, []string) {
+	word := func(i int) bool { return len(args) > i && args[i] != "" && !strings.HasPrefix(args[i], "-") }
+	switch {
+	case len(args) > 0 && (args[0] == "--version" || args[0] == "-version"):
+		return "version", nil
+	case word(0) && args[0] == "help" && word(1):
+		return command(append(args[1:], "--help"))
+	case word(0) && args[0] == "help":
+		return config.CmdRun, []string{"--help"}
+	case word(0) && args[0] == "dlq" && word(1):
+		return "dlq " + args[1], args[2:]
+	case word(0):
+		return args[0], args[1:]
 	}
-	if err := run(ctx, cfg, log); err != nil {
-		fmt.Fprintf(stderr, "outbox-cdc: %s\n", red.oneLine(err))
-		var usage *config.UsageError
-		if errors.Is(err, slot.ErrColumnMissing) || errors.As(err, &usage) {
-			return exitUsage
-		}
-		return exitFailure
-	}
-	log.Info("stopped")
-	return exitOK
+	return config.CmdRun, args
 }

@@ -3,7 +3,8 @@ package main
 import (
 	"fmt"
 	"runtime"
-	"runtime/debug"
+
+	"github.com/outbox-cdc/outbox-cdc/internal/buildinfo"
 )
 
 // Stamped at build time by make: -ldflags "-X main.version=v1.2.3 -X
@@ -16,47 +17,7 @@ var (
 	built   = "" // the commit's time, from the build information only
 )
 
-func init() {
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		version, commit, built = fromBuildInfo(version, commit, bi)
-	}
-}
-
-// fromBuildInfo fills what -ldflags left at its default from the module's
-// build information: the main module's version (set by go install
-// module@version, or derived from the VCS tag by go build since Go 1.24),
-// and the vcs.revision, vcs.modified and vcs.time settings go build records
-// in a checkout (unless -buildvcs=false).
-func fromBuildInfo(version, commit string, bi *debug.BuildInfo) (v, c, t string) {
-	v, c = version, commit
-	if v == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		v = bi.Main.Version
-	}
-	var rev, modified string
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			modified = s.Value
-		case "vcs.time":
-			t = s.Value
-		}
-	}
-	if c != "unknown" {
-		return v, c, "" // stamped: the time is not that commit's
-	}
-	if rev == "" {
-		return v, c, ""
-	}
-	if len(rev) > 12 {
-		rev = rev[:12]
-	}
-	if modified == "true" {
-		rev += "+dirty"
-	}
-	return v, rev, t
-}
+func init() { version, commit, built = buildinfo.Fill(version, commit) }
 
 // versionLine is what `outbox-cdc version` prints.
 func versionLine() string {

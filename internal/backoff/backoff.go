@@ -9,19 +9,19 @@ import (
 )
 
 // Delay returns the wait before retry number attempt (0 for the first):
-// base doubled attempt times, capped at max, with equal jitter. Half of it
+// base doubled attempt times, capped at ceiling, with equal jitter. Half of it
 // is fixed and half random, so the result lies in [d/2, d] for that capped
 // d: a retry never comes sooner than half the schedule (which full jitter,
 // drawing from [0, d], would allow), and instances that failed together do
 // not retry in step. A base of zero or less returns 0.
-func Delay(attempt int, base, max time.Duration) time.Duration {
+func Delay(attempt int, base, ceiling time.Duration) time.Duration {
 	if base <= 0 {
 		return 0
 	}
-	d := min(base, max)
-	for i := 0; i < attempt && d < max; i++ {
-		d *= 2 // d < max here, so doubling cannot overflow a sane max
+	d := min(base, ceiling)
+	for i := 0; i < attempt && d < ceiling; i++ {
+		d *= 2 // d < ceiling: overflows only past a ceiling of 146 years
 	}
-	d = min(d, max)
+	d = min(d, ceiling)
 	return d/2 + rand.N(d/2+1)
 }

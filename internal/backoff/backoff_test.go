@@ -9,7 +9,7 @@ func TestDelayBounds(t *testing.T) {
 	tests := []struct {
 		name           string
 		attempt        int
-		base, max      time.Duration
+		base, ceiling  time.Duration
 		wantLo, wantHi time.Duration
 	}{
 		{"first attempt", 0, 100 * time.Millisecond, 5 * time.Second, 50 * time.Millisecond, 100 * time.Millisecond},
@@ -27,16 +27,16 @@ func TestDelayBounds(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			lo, hi := tt.wantHi, tt.wantLo // the extremes seen
 			for range 2000 {
-				d := Delay(tt.attempt, tt.base, tt.max)
+				d := Delay(tt.attempt, tt.base, tt.ceiling)
 				if d < tt.wantLo || d > tt.wantHi {
-					t.Fatalf("Delay(%d, %s, %s) = %s, want within [%s, %s]", tt.attempt, tt.base, tt.max, d, tt.wantLo, tt.wantHi)
+					t.Fatalf("Delay(%d, %s, %s) = %s, want within [%s, %s]", tt.attempt, tt.base, tt.ceiling, d, tt.wantLo, tt.wantHi)
 				}
 				lo, hi = min(lo, d), max(hi, d)
 			}
 			// Jittered: the draws spread over most of the range, not
 			// one fixed point.
 			if spread := tt.wantHi - tt.wantLo; spread > 0 && hi-lo < spread*8/10 {
-				t.Errorf("Delay(%d, %s, %s) spread over [%s, %s] only, want most of [%s, %s]", tt.attempt, tt.base, tt.max, lo, hi, tt.wantLo, tt.wantHi)
+				t.Errorf("Delay(%d, %s, %s) spread over [%s, %s] only, want most of [%s, %s]", tt.attempt, tt.base, tt.ceiling, lo, hi, tt.wantLo, tt.wantHi)
 			}
 		})
 	}

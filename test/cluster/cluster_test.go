@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/outbox-cdc/outbox-cdc/internal/testkit"
 )
 
 // waitFlowing waits until the relay has published every row committed so
@@ -16,10 +18,10 @@ import (
 func waitFlowing(t *testing.T, o *outbox, timeout time.Duration) time.Duration {
 	t.Helper()
 	began := time.Now()
-	target := o.current(t)
-	for o.confirmed(t) < target {
+	target := o.CurrentLSN(t)
+	for o.Confirmed(t) < target {
 		if time.Since(began) > timeout {
-			t.Fatalf("slot confirmed %s, short of %s after %s", o.confirmed(t), target, timeout)
+			t.Fatalf("slot confirmed %s, short of %s after %s", o.Confirmed(t), target, timeout)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -30,7 +32,7 @@ func waitFlowing(t *testing.T, o *outbox, timeout time.Duration) time.Duration {
 // mid-stream, and comes back later.
 func TestLeaderKilled(t *testing.T) {
 	o := newOutbox(t, "leader")
-	startRelay(t, o, o.args()...)
+	startRelay(t, o.args()...)
 	l := startLoad(o, 30, 2*time.Millisecond)
 	topic := o.name + ".order"
 	consume(t, topic, 300, time.Minute)
@@ -54,7 +56,7 @@ func TestLeaderKilled(t *testing.T) {
 // broker back, the stream resumes.
 func TestBelowMinInsyncReplicas(t *testing.T) {
 	o := newOutbox(t, "minisr")
-	r := startRelay(t, o, o.args()...)
+	r := startRelay(t, o.args()...)
 	l := startLoad(o, 20, 5*time.Millisecond)
 	topic := o.name + ".order"
 	consume(t, topic, 200, time.Minute)
@@ -64,12 +66,12 @@ func TestBelowMinInsyncReplicas(t *testing.T) {
 	// Rows committed from here on cannot be acknowledged: the slot must not
 	// pass the first of them.
 	time.Sleep(time.Second)
-	first := o.current(t)
+	first := o.CurrentLSN(t)
 	time.Sleep(12 * time.Second)
-	if got := o.confirmed(t); got > first {
+	if got := o.Confirmed(t); got > first {
 		t.Errorf("slot confirmed %s with two of three brokers down, past %s", got, first)
 	}
-	code, body := r.readyz(t)
+	code, body := r.Readyz(t)
 	if code != 503 || !strings.Contains(body, "produce failing") {
 		t.Errorf("/readyz = %d %q with produce refused, want 503 saying why", code, body)
 	}
@@ -77,19 +79,19 @@ func TestBelowMinInsyncReplicas(t *testing.T) {
 	// Once the controller has moved the leaders to the one broker left,
 	// produce is refused for want of in-sync replicas, and retried.
 	series := `outbox_cdc_publish_errors_total{kind="not_enough_replicas"}`
-	for deadline := time.Now().Add(30 * time.Second); r.metric(t, series) == 0; time.Sleep(time.Second) {
+	for deadline := time.Now().Add(30 * time.Second); r.Metric(t, series) == 0; time.Sleep(time.Second) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no NOT_ENOUGH_REPLICAS answer in 45 s with two brokers down; /metrics:\n%s", grepLines(r, t, "publish_errors"))
 		}
 	}
-	if got := o.confirmed(t); got > first {
+	if got := o.Confirmed(t); got > first {
 		t.Errorf("slot confirmed %s with two of three brokers down, past %s", got, first)
 	}
-	t.Logf("%v produce attempts refused with NOT_ENOUGH_REPLICAS, retried", r.metric(t, series))
+	t.Logf("%v produce attempts refused with NOT_ENOUGH_REPLICAS, retried", r.Metric(t, series))
 	up(t, 2)
 	back := time.Now()
 	recovery := waitFlowing(t, o, 2*time.Minute)
-	if code, body := r.readyz(t); code != 200 {
+	if code, body := r.Readyz(t); code != 200 {
 		t.Errorf("/readyz = %d %q after a broker came back", code, body)
 	}
 	n := l.finish()
@@ -101,8 +103,8 @@ func TestBelowMinInsyncReplicas(t *testing.T) {
 }
 
 // grepLines returns the lines of /metrics that contain s.
-func grepLines(r *relay, t *testing.T, s string) string {
-	_, body := r.get(t, "/metrics")
+func grepLines(r *testkit.Relay, t *testing.T, s string) string {
+	_, body := r.Get(t, "/metrics")
 	var out []string
 	for _, line := range strings.Split(body, "\n") {
 		if strings.Contains(line, s) && !strings.HasPrefix(line, "#") {
@@ -116,7 +118,7 @@ func grepLines(r *relay, t *testing.T, s string) string {
 // load, each stopped cleanly (SIGTERM) and back before the next.
 func TestRollingRestart(t *testing.T) {
 	o := newOutbox(t, "rolling")
-	startRelay(t, o, o.args()...)
+	startRelay(t, o.args()...)
 	l := startLoad(o, 30, 3*time.Millisecond)
 	topic := o.name + ".order"
 	consume(t, topic, 200, time.Minute)
@@ -139,7 +141,7 @@ func TestRollingRestart(t *testing.T) {
 // brokers advertise), then restores it.
 func TestNetworkCut(t *testing.T) {
 	o := newOutbox(t, "netcut")
-	startRelay(t, o, o.args()...)
+	startRelay(t, o.args()...)
 	l := startLoad(o, 20, 5*time.Millisecond)
 	topic := o.name + ".order"
 	consume(t, topic, 200, time.Minute)
@@ -148,9 +150,9 @@ func TestNetworkCut(t *testing.T) {
 		cut += p.Blackhole()
 	}
 	time.Sleep(time.Second)
-	first := o.current(t)
+	first := o.CurrentLSN(t)
 	time.Sleep(15 * time.Second)
-	if got := o.confirmed(t); got > first {
+	if got := o.Confirmed(t); got > first {
 		t.Errorf("slot confirmed %s during the cut, past %s", got, first)
 	}
 	for _, p := range proxies {
@@ -168,7 +170,7 @@ func TestNetworkCut(t *testing.T) {
 // event and dead-letter topics with the replication and configs asked for.
 func TestProvisioningOnCluster(t *testing.T) {
 	o := newOutbox(t, "provision")
-	startRelay(t, o, o.args("--topic-partitions", "6", "--topic-config", "retention.ms=86400000")...)
+	startRelay(t, o.args("--topic-partitions", "6", "--topic-config", "retention.ms=86400000")...)
 	if _, err := o.db.Exec(context.Background(), "INSERT INTO "+o.name+" (aggregate_type, aggregate_id, event_type, payload) VALUES ('order', 'k', 'e', '{\"n\": 0}')"); err != nil {
 		t.Fatal(err)
 	}

@@ -8,30 +8,27 @@
 package cluster
 
 import (
-	"flag"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/outbox-cdc/outbox-cdc/internal/harness"
+	"github.com/outbox-cdc/outbox-cdc/internal/testkit"
 )
 
 var (
-	pg      *harness.Postgres
-	kc      *harness.KafkaCluster
-	proxies []*harness.Proxy
+	pg      *testkit.Postgres
+	kc      *testkit.KafkaCluster
+	proxies []*testkit.Proxy
 	brokers string // the proxies, comma-separated: what the relay is given
 	direct  string // the nodes themselves, for the tests' own clients
 	binary  string
 )
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	os.Exit(runMain(m))
+	testkit.Main(m, "cluster", "they need Postgres and a three-node Kafka cluster", runMain)
 }
 
 func runMain(m *testing.M) int {
@@ -44,17 +41,11 @@ func runMain(m *testing.M) int {
 		return fail("temp dir", err)
 	}
 	defer os.RemoveAll(tmp)
-	root, err := harness.Root()
-	if err != nil {
-		return fail("find repository root", err)
-	}
 	binary = filepath.Join(tmp, "outbox-cdc")
-	build := exec.Command("go", "build", "-race", "-o", binary, "./cmd/outbox-cdc")
-	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return fail("build outbox-cdc", err)
+	if err := testkit.BuildRelay(binary, true); err != nil {
+		return fail("build", err)
 	}
-	if pg, err = harness.StartPostgres(); err != nil {
+	if pg, err = testkit.StartPostgres(); err != nil {
 		return fail("start postgres", err)
 	}
 	defer pg.Stop()
@@ -69,15 +60,15 @@ func runMain(m *testing.M) int {
 		lns = append(lns, ln)
 		advertise = append(advertise, ln.Addr().String())
 	}
-	if kc, err = harness.StartKafkaCluster(advertise...); err != nil {
+	if kc, err = testkit.StartKafkaCluster(advertise...); err != nil {
 		return fail("start the three-node kafka cluster (needs java and mvn; see scripts/kafka-cluster.sh)", err)
 	}
 	defer kc.Stop()
-	defer harness.StopBeforeTimeout(kc.Stop, pg.Stop)()
+	defer testkit.StopBeforeTimeout(kc.Stop, pg.Stop)()
 	var direct_ []string
 	for i, ln := range lns {
 		target := fmt.Sprintf("127.0.0.1:%d", kc.Ports[i])
-		proxies = append(proxies, harness.ServeProxy(ln, target))
+		proxies = append(proxies, testkit.ServeProxy(ln, target))
 		direct_ = append(direct_, target)
 	}
 	defer func() {

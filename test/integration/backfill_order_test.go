@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/segmentio/kafka-go"
 
-	"github.com/outbox-cdc/outbox-cdc/internal/harness"
+	"github.com/outbox-cdc/outbox-cdc/internal/testkit"
 )
 
 // The backfill's order, its stop on a refusal, and setup before it
@@ -47,7 +47,7 @@ func TestBackfillOrderFollowsCommits(t *testing.T) {
 	}
 
 	// A server of its own, with commit timestamps.
-	own, err := harness.StartPostgres()
+	own, err := testkit.StartPostgres()
 	if err != nil {
 		t.Fatalf("start postgres: %v", err)
 	}
@@ -98,12 +98,12 @@ func TestBackfillOrderFollowsCommits(t *testing.T) {
 	r := startRelayNoWait(t, args...)
 	msgs := consume(t, []string{o.name + ".Order"}, n, time.Minute)
 	checkKeyOrder(t, msgs)
-	if code := r.stop(t, 15, 40*time.Second); code != 0 {
+	if code := r.Stop(t, 15, 40*time.Second); code != 0 {
 		t.Errorf("exit %d on SIGTERM", code)
 	}
 	b, _ := os.ReadFile(r.log)
 	if !strings.Contains(string(b), "order=commit") {
-		t.Errorf("the backfill did not say it ordered by commit time:\n%s", tail(string(b), 20))
+		t.Errorf("the backfill did not say it ordered by commit time:\n%s", testkit.Tail(string(b), 20))
 	}
 }
 
@@ -114,7 +114,7 @@ func checkKeyOrder(t *testing.T, msgs []kafka.Message) {
 	seen := map[string]bool{}
 	bad := 0
 	for _, m := range sortedByOffset(msgs) {
-		id, _ := header(m, "id")
+		id, _ := testkit.Header(m, "id")
 		if seen[id] {
 			continue
 		}
@@ -162,11 +162,11 @@ func TestBackfillStopsOnRefusal(t *testing.T) {
 	case <-r.done:
 	case <-time.After(90 * time.Second):
 		b, _ := os.ReadFile(r.log)
-		t.Fatalf("the relay still runs 90 s after the broker refused a row:\n%s", tail(string(b), 20))
+		t.Fatalf("the relay still runs 90 s after the broker refused a row:\n%s", testkit.Tail(string(b), 20))
 	}
 	b, _ := os.ReadFile(r.log)
 	if code := r.cmd.ProcessState.ExitCode(); code != 1 {
-		t.Errorf("exit %d, want 1:\n%s", code, tail(string(b), 10))
+		t.Errorf("exit %d, want 1:\n%s", code, testkit.Tail(string(b), 10))
 	}
 	if !strings.Contains(strings.ToLower(lastLine(string(b))), "too large") {
 		t.Errorf("the last line does not give the reason: %q", lastLine(string(b)))
@@ -206,7 +206,7 @@ func TestSetupThenBackfill(t *testing.T) {
 	if missing > 0 {
 		t.Errorf("%d of %d rows pending before setup never arrived", missing, len(ids))
 	}
-	if code := r.stop(t, 15, 40*time.Second); code != 0 {
+	if code := r.Stop(t, 15, 40*time.Second); code != 0 {
 		t.Errorf("exit %d on SIGTERM", code)
 	}
 }

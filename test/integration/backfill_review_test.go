@@ -137,7 +137,7 @@ func TestBackfillNullTimestampsResumed(t *testing.T) {
 			t.Errorf("row %s never arrived", id)
 		}
 	}
-	if code := r.stop(t, 15, 40*time.Second); code != 0 {
+	if code := r.Stop(t, 15, 40*time.Second); code != 0 {
 		t.Errorf("exit %d on SIGTERM", code)
 	}
 	t.Logf("%d rows, a tenth with a NULL timestamp, two kills: all arrived, %d duplicates", len(ids), dups)
@@ -174,7 +174,7 @@ func TestBackfillResumeReadsItsSnapshot(t *testing.T) {
 		}
 	}
 	checkKeyOrder(t, msgs)
-	for _, line := range strings.Split(r2.logText(), "\n") {
+	for _, line := range strings.Split(r2.LogText(), "\n") {
 		if strings.Contains(line, "backfill") {
 			t.Log(line)
 		}

@@ -14,6 +14,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/segmentio/kafka-go"
+
+	"github.com/outbox-cdc/outbox-cdc/internal/testkit"
 )
 
 // looseColumns is an outbox table that accepts what the relay must refuse.
@@ -53,9 +55,9 @@ func deadLetters(t *testing.T, msgs []kafka.Message) map[string]kafka.Message {
 	t.Helper()
 	out := map[string]kafka.Message{}
 	for _, m := range msgs {
-		id, ok := header(m, "id")
+		id, ok := testkit.Header(m, "id")
 		if !ok {
-			id, _ = header(m, "outbox_cdc.column.id")
+			id, _ = testkit.Header(m, "outbox_cdc.column.id")
 		}
 		out[id] = m
 	}
@@ -115,7 +117,7 @@ func TestInvalidRowsAreDeadLettered(t *testing.T) {
 	o.exec(t, `TRUNCATE $T`)
 	last := o.insertOne(t, id(), "order", "o-1", "created", `{"n": 4}`, nil)
 	valid = append(valid, last)
-	end := o.currentLSN(t)
+	end := o.CurrentLSN(t)
 
 	msgs := consume(t, []string{o.name + ".order"}, len(valid), time.Minute)
 	dead := deadLetters(t, consume(t, []string{dlq}, len(want), time.Minute))
@@ -132,11 +134,11 @@ func TestInvalidRowsAreDeadLettered(t *testing.T) {
 	}
 	m := first[mixedID]
 	for k, v := range map[string]string{"a": "1", "b": "true", "d": "s", "e": `{"f": [1]}`} {
-		if got, ok := header(m, k); !ok || got != v {
+		if got, ok := testkit.Header(m, k); !ok || got != v {
 			t.Errorf("header %s = %q (present %v), want %q", k, got, ok, v)
 		}
 	}
-	if _, ok := header(m, "c"); ok {
+	if _, ok := testkit.Header(m, "c"); ok {
 		t.Errorf("header c (JSON null) should be left out")
 	}
 
@@ -146,33 +148,33 @@ func TestInvalidRowsAreDeadLettered(t *testing.T) {
 			t.Errorf("row %s (%s) is not in the dead-letter topic", id, reason)
 			continue
 		}
-		if got, _ := header(d, "outbox_cdc.reason"); got != reason {
+		if got, _ := testkit.Header(d, "outbox_cdc.reason"); got != reason {
 			t.Errorf("row %s: reason %q, want %q", id, got, reason)
 		}
-		if got, _ := header(d, "outbox_cdc.table"); got != "public."+o.name {
+		if got, _ := testkit.Header(d, "outbox_cdc.table"); got != "public."+o.name {
 			t.Errorf("row %s: table header %q", id, got)
 		}
-		if got, _ := header(d, "outbox_cdc.lsn"); got == "" || got == "0/0" {
+		if got, _ := testkit.Header(d, "outbox_cdc.lsn"); got == "" || got == "0/0" {
 			t.Errorf("row %s: lsn header %q", id, got)
 		}
-		if got, _ := header(d, "outbox_cdc.error"); got == "" {
+		if got, _ := testkit.Header(d, "outbox_cdc.error"); got == "" {
 			t.Errorf("row %s: no error header", id)
 		}
 	}
 	if d := dead[bigID]; d.Value != nil {
 		t.Errorf("oversized row: dead letter carries a %d-byte value, want it left out", len(d.Value))
-	} else if n, _ := header(d, "outbox_cdc.value_bytes"); n != fmt.Sprint(len(big)) {
+	} else if n, _ := testkit.Header(d, "outbox_cdc.value_bytes"); n != fmt.Sprint(len(big)) {
 		t.Errorf("oversized row: value_bytes %q, want %d", n, len(big))
 	}
 	for id, d := range dead {
 		if want[id] == "null_column" {
-			if nulls, _ := header(d, "outbox_cdc.null"); nulls == "" {
+			if nulls, _ := testkit.Header(d, "outbox_cdc.null"); nulls == "" {
 				t.Errorf("row %s: no outbox_cdc.null header naming the NULL column", id)
 			}
 		}
 	}
 	waitConfirmed(t, o, end, 30*time.Second)
-	if got := r.stop(t, syscall.SIGTERM, 30*time.Second); got != 0 {
+	if got := r.Stop(t, syscall.SIGTERM, 30*time.Second); got != 0 {
 		t.Errorf("exit code %d after SIGTERM, want 0", got)
 	}
 	t.Logf("%d events published, %d rows dead-lettered, slot past the last commit", len(first), len(dead))
@@ -215,15 +217,15 @@ func TestOnInvalidFail(t *testing.T) {
 	r := startRelay(t, o.args("--on-invalid", "fail")...)
 	before := o.insertOne(t, uuid.NewString(), "order", "o-1", "created", `{"n": 0}`, nil)
 	consume(t, []string{o.name + ".order"}, 1, time.Minute)
-	held := o.currentLSN(t)
+	held := o.CurrentLSN(t)
 	bad := o.insertOne(t, uuid.NewString(), "order", nil, "created", `{}`, nil)
 	after := o.insertOne(t, uuid.NewString(), "order", "o-1", "created", `{"n": 1}`, nil)
 
 	log := r.waitFailure(t, 30*time.Second, "an invalid row with --on-invalid=fail")
 	if !strings.Contains(log, bad) || !strings.Contains(log, `column \"aggregate_id\" is NULL`) && !strings.Contains(log, `column "aggregate_id" is NULL`) {
-		t.Errorf("log does not name the row %s and its fault:\n%s", bad, tail(log, 5))
+		t.Errorf("log does not name the row %s and its fault:\n%s", bad, testkit.Tail(log, 5))
 	}
-	if c := o.confirmed(t); c > held {
+	if c := o.Confirmed(t); c > held {
 		t.Errorf("slot confirmed %s, past the invalid row's transaction (held at %s)", c, held)
 	}
 
@@ -265,10 +267,10 @@ func TestMissingTopicAndBrokerLimits(t *testing.T) {
 
 	msgs := consume(t, []string{o.name + ".order"}, len(ids), 2*time.Minute)
 	dead := deadLetters(t, consume(t, []string{dlq}, 2, 2*time.Minute))
-	if got, _ := header(dead[missing], "outbox_cdc.reason"); got != "topic_missing" {
+	if got, _ := testkit.Header(dead[missing], "outbox_cdc.reason"); got != "topic_missing" {
 		t.Errorf("event routed to a missing topic: dead-letter reason %q, want topic_missing", got)
 	}
-	if got, _ := header(dead[tooLarge], "outbox_cdc.reason"); got != "message_too_large" {
+	if got, _ := testkit.Header(dead[tooLarge], "outbox_cdc.reason"); got != "message_too_large" {
 		t.Errorf("event over the broker's limit: dead-letter reason %q, want message_too_large", got)
 	}
 	var ns []string
@@ -320,7 +322,7 @@ func (r *relay) waitFailure(t *testing.T, within time.Duration, what string) str
 	case <-time.After(within):
 		t.Fatalf("relay still running %s after %s", within, what)
 	}
-	if code := r.stop(t, syscall.SIGTERM, time.Second); code != 1 {
+	if code := r.Stop(t, syscall.SIGTERM, time.Second); code != 1 {
 		t.Errorf("exit code %d after %s, want 1", code, what)
 	}
 	b, _ := os.ReadFile(r.log)

@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/outbox-cdc/outbox-cdc/internal/testkit"
 )
 
 // tableIDs returns the ids present in the outbox table.
@@ -89,8 +91,8 @@ func TestCleanupDeleteAfterPublish(t *testing.T) {
 			t.Fatalf("event %s: value %q, want %q", id, m.Value, row.Payload)
 		}
 	}
-	waitConfirmed(t, o, o.currentLSN(t), 30*time.Second)
-	if m, _ := scrape(t, r.httpAddr(t)); m["outbox_cdc_rows_deleted_total"] != 1000 {
+	waitConfirmed(t, o, o.CurrentLSN(t), 30*time.Second)
+	if m, _ := testkit.Scrape(t, r.HTTPAddr(t)); m["outbox_cdc_rows_deleted_total"] != 1000 {
 		t.Errorf("outbox_cdc_rows_deleted_total %v, want 1000", m["outbox_cdc_rows_deleted_total"])
 	}
 	t.Logf("no crash: 1000 events delivered, %d duplicates; the table held only the dead-lettered row afterwards", dups)
@@ -126,7 +128,7 @@ func TestCleanupDeleteAfterPublish(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inKafka, _ := byID(t, readAll(context.Background(), t, ends))
+	inKafka, _ := byID(t, testkit.ReadAll(context.Background(), t, broker.Brokers, ends))
 	unpublished := 0
 	for _, id := range gone {
 		if _, ok := inKafka[id]; !ok {
@@ -164,9 +166,9 @@ func TestCleanupDeleteAfterPublish(t *testing.T) {
 		t.Fatalf("%d events missing", missing)
 	}
 	o.waitEmpty(t, map[string]bool{bad: true}, time.Minute)
-	waitConfirmed(t, o, o.currentLSN(t), 30*time.Second)
+	waitConfirmed(t, o, o.CurrentLSN(t), 30*time.Second)
 	t.Logf("after the restart: %d events delivered, %d duplicates; the table emptied of every published row", len(w.committed), dups)
-	if code := r.stop(t, syscall.SIGTERM, 30*time.Second); code != 0 {
+	if code := r.Stop(t, syscall.SIGTERM, 30*time.Second); code != 0 {
 		t.Errorf("exit %d after SIGTERM", code)
 	}
 

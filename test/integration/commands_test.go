@@ -113,7 +113,7 @@ func TestLeastPrivilegeRole(t *testing.T) {
 	insertRows(t, o, w, makeRows(200, 10, "order", counters), 20)
 	msgs := consume(t, []string{o.name + ".order"}, 200, time.Minute)
 	checkDelivered(t, o, w, msgs)
-	waitConfirmed(t, o, o.currentLSN(t), 30*time.Second)
+	waitConfirmed(t, o, o.CurrentLSN(t), 30*time.Second)
 
 	statusArgs := []string{"status", "--postgres-url", roleURL, "--table", "public." + o.name, "--publication", o.name, "--slot", o.name}
 	code, out = runOnce(t, statusArgs...)
@@ -139,13 +139,13 @@ func TestLeastPrivilegeRole(t *testing.T) {
 	if n := r.countLines("heartbeats off"); n != 0 {
 		t.Errorf("heartbeats were turned off for the least-privilege role")
 	}
-	if code := r.stop(t, syscall.SIGTERM, 30*time.Second); code != 0 {
+	if code := r.Stop(t, syscall.SIGTERM, 30*time.Second); code != 0 {
 		t.Errorf("exit %d after SIGTERM", code)
 	}
 	if _, out = runOnce(t, statusArgs...); !strings.Contains(out, "consumer:      none") {
 		t.Errorf("status after the relay stopped:\n%s", out)
 	}
-	if strings.Contains(r.logText(), password) {
+	if strings.Contains(r.LogText(), password) {
 		t.Errorf("the relay's log holds the password")
 	}
 }

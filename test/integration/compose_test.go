@@ -17,7 +17,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/outbox-cdc/outbox-cdc/internal/harness"
+	"github.com/outbox-cdc/outbox-cdc/internal/testkit"
 )
 
 // composeService is the part of a docker-compose.yml service this test
@@ -147,7 +147,7 @@ func (s *composeStack) slotExists(t *testing.T, conn *pgx.Conn) bool {
 // test/packaging checks the file's structure; this checks that its SQL,
 // its shell, its ordering and its configuration work.
 func TestComposeStackWithoutDocker(t *testing.T) {
-	root, err := harness.Root()
+	root, err := testkit.Root()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,18 +192,18 @@ func TestComposeStackWithoutDocker(t *testing.T) {
 	ids := writer.ids(t, conn)
 	msgs := readWhenPresent(t, "outbox.event.order", len(ids), time.Minute)
 	for _, m := range msgs {
-		id, _ := header(m, "id")
+		id, _ := testkit.Header(m, "id")
 		delete(ids, id)
-		if src, _ := header(m, "source"); src != "compose-writer" || !strings.HasPrefix(string(m.Key), "order-") {
+		if src, _ := testkit.Header(m, "source"); src != "compose-writer" || !strings.HasPrefix(string(m.Key), "order-") {
 			t.Errorf("message key %q, source header %q", m.Key, src)
 		}
 	}
 	if len(ids) > 0 {
-		t.Errorf("%d of the %d rows the writer inserted never arrived on outbox.event.order", len(ids), countIDs(msgs)+len(ids))
+		t.Errorf("%d of the %d rows the writer inserted never arrived on outbox.event.order", len(ids), testkit.Distinct(msgs)+len(ids))
 	} else {
-		t.Logf("compose stack without Docker: all %d rows the writer inserted arrived on outbox.event.order", countIDs(msgs))
+		t.Logf("compose stack without Docker: all %d rows the writer inserted arrived on outbox.event.order", testkit.Distinct(msgs))
 	}
-	if code := r.stop(t, syscall.SIGTERM, 30*time.Second); code != 0 {
+	if code := r.Stop(t, syscall.SIGTERM, 30*time.Second); code != 0 {
 		t.Errorf("exit %d after SIGTERM", code)
 	}
 }
@@ -334,13 +334,13 @@ func readWhenPresent(t *testing.T, topic string, want int, timeout time.Duration
 	client := &kafka.Client{Addr: kafka.TCP(broker.Brokers), Timeout: 10 * time.Second}
 	deadline := time.Now().Add(timeout)
 	for {
-		ends, total, err := harness.EndOffsets(context.Background(), client, []string{topic})
+		ends, total, err := testkit.EndOffsets(context.Background(), client, []string{topic})
 		late := time.Now().After(deadline)
 		switch {
 		case err == nil && (total >= int64(want) || late):
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)
 			defer cancel()
-			return readAll(ctx, t, ends)
+			return testkit.ReadAll(ctx, t, broker.Brokers, ends)
 		case late:
 			t.Fatalf("end offsets of %s: %v", topic, err)
 		}

@@ -13,6 +13,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/segmentio/kafka-go"
+
+	"github.com/outbox-cdc/outbox-cdc/internal/testkit"
 )
 
 // The work-coordinator table (rows name their topic, a nullable ordering
@@ -103,7 +105,7 @@ func (c *coordinator) checkCutover(t *testing.T, msgs []kafka.Message) int {
 	next := map[string]int{}
 	seen := map[string]bool{}
 	for _, m := range sortedByOffset(msgs) {
-		id, _ := header(m, "id")
+		id, _ := testkit.Header(m, "id")
 		if seen[id] || m.Key == nil {
 			continue
 		}
@@ -168,10 +170,10 @@ func TestCoordinatorOutbox(t *testing.T) {
 		if string(m.Value) != payload || (key == nil) != (m.Key == nil) || key != nil && *key != string(m.Key) {
 			t.Errorf("row %s: value %q key %q, want %q and %v", id, m.Value, m.Key, payload, key)
 		}
-		if got, _ := header(m, "correlation_id"); got != corr {
+		if got, _ := testkit.Header(m, "correlation_id"); got != corr {
 			t.Errorf("row %s correlation_id header %q, want %q", id, got, corr)
 		}
-		if got, ok := header(m, "traceparent"); meta != ok || ok && got != "00-abc-def-01" {
+		if got, ok := testkit.Header(m, "traceparent"); meta != ok || ok && got != "00-abc-def-01" {
 			t.Errorf("row %s traceparent %q (present %v), metadata set %v", id, got, ok, meta)
 		}
 	}
@@ -229,12 +231,12 @@ func TestCutover(t *testing.T) {
 	if active {
 		t.Fatal("the backfill was over before the writers were: the test proves nothing")
 	}
-	waitStreaming(t, r, args)
+	r.WaitStreaming(t, pg.URL)
 	msgs := consume(t, []string{c.topic}, 10000, 2*time.Minute)
 	if dups := c.checkCutover(t, msgs); dups != 0 {
 		t.Errorf("%d rows both backfilled and streamed, want none", dups)
 	}
-	if code := r.stop(t, 15, 40*time.Second); code != 0 {
+	if code := r.Stop(t, 15, 40*time.Second); code != 0 {
 		t.Fatalf("exit %d on SIGTERM", code)
 	}
 	_, before, _ := endOffsets(c.topic)
@@ -244,12 +246,12 @@ func TestCutover(t *testing.T) {
 	if after != before {
 		t.Errorf("a restart with the same flags published %d records again", after-before)
 	}
-	if code := r2.stop(t, 15, 40*time.Second); code != 0 {
+	if code := r2.Stop(t, 15, 40*time.Second); code != 0 {
 		t.Fatalf("exit %d on SIGTERM", code)
 	}
 	b, _ := os.ReadFile(r2.log)
 	if n := strings.Count(string(b), "the backfill was done before"); n != 1 {
-		t.Errorf("the restart logged %d lines saying the backfill was done before, want 1:\n%s", n, tail(string(b), 20))
+		t.Errorf("the restart logged %d lines saying the backfill was done before, want 1:\n%s", n, testkit.Tail(string(b), 20))
 	}
 	code, out := runOnce(t, "status", "--postgres-url", pg.URL, "--table", "public."+o.name, "--slot", o.name, "--publication", o.name)
 	// The backfill took exactly the rows committed before the slot.

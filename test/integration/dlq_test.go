@@ -17,6 +17,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/segmentio/kafka-go"
+
+	"github.com/outbox-cdc/outbox-cdc/internal/testkit"
 )
 
 // TestDLQReplay: events too large for their topic's max.message.bytes are
@@ -111,7 +113,7 @@ func checkReplayedOrder(t *testing.T, msgs, published, dead []kafka.Message, ids
 	wantKeys := headerNames(published[0])
 	byKey := map[string][]string{}
 	for _, m := range sortedByOffset(msgs) {
-		id, _ := header(m, "id")
+		id, _ := testkit.Header(m, "id")
 		byKey[string(m.Key)] = append(byKey[string(m.Key)], id)
 		if got := headerNames(m); got != wantKeys {
 			t.Errorf("event %s: headers %s, want %s", id, got, wantKeys)

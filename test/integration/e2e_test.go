@@ -12,6 +12,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/segmentio/kafka-go"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/outbox-cdc/outbox-cdc/internal/testkit"
 )
 
 // written is what the writers committed and rolled back.
@@ -136,18 +138,18 @@ func checkDelivered(t *testing.T, o *outbox, w *written, msgs []kafka.Message) i
 			t.Errorf("event %s value %q, want the stored payload %q", id, m.Value, stored[id])
 		}
 		for k, want := range map[string]string{"event_type": r.EventType, "aggregate_type": r.AggregateType} {
-			if got, _ := header(m, k); got != want {
+			if got, _ := testkit.Header(m, k); got != want {
 				t.Errorf("event %s header %s = %q, want %q", id, k, got, want)
 			}
 		}
 		if r.Headers != nil {
-			if got, _ := header(m, "trace"); got != "t-"+id[:8] {
+			if got, _ := testkit.Header(m, "trace"); got != "t-"+id[:8] {
 				t.Errorf("event %s header trace = %q, want %q", id, got, "t-"+id[:8])
 			}
-			if got, _ := header(m, "n"); got != "5" {
+			if got, _ := testkit.Header(m, "n"); got != "5" {
 				t.Errorf("event %s header n = %q, want 5", id, got)
 			}
-			if _, ok := header(m, "skip"); ok {
+			if _, ok := testkit.Header(m, "skip"); ok {
 				t.Errorf("event %s has a header for a null member", id)
 			}
 		}
@@ -172,7 +174,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatalf("write load: %v", err)
 	}
 	wrote := time.Since(start)
-	end := o.currentLSN(t) // at least the end of the last commit
+	end := o.CurrentLSN(t) // at least the end of the last commit
 	msgs := consume(t, []string{o.name + ".order", o.name + ".customer"}, len(w.committed), 90*time.Second)
 	t.Logf("read back %s after the first insert", time.Since(start).Round(time.Millisecond))
 	elapsed := time.Since(start)
@@ -182,7 +184,7 @@ func TestEndToEnd(t *testing.T) {
 
 	// Once everything is acked the slot confirms past the last commit.
 	waitConfirmed(t, o, end, 60*time.Second)
-	if code := r.stop(t, syscall.SIGTERM, 30*time.Second); code != 0 {
+	if code := r.Stop(t, syscall.SIGTERM, 30*time.Second); code != 0 {
 		t.Errorf("outbox-cdc exited %d on SIGTERM, want 0", code)
 	}
 }

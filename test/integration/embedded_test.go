@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outbox-cdc/outbox-cdc/internal/harness"
+	"github.com/outbox-cdc/outbox-cdc/internal/testkit"
 )
 
 // TestOrdersWithRelayInProcess runs examples/orders with --relay: the
@@ -21,7 +21,7 @@ import (
 // ready, and on SIGTERM the relay drains and the service exits 0.
 func TestOrdersWithRelayInProcess(t *testing.T) {
 	o := newOutbox(t, "orders", defaultColumns)
-	root, err := harness.Root()
+	root, err := testkit.Root()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestOrdersWithRelayInProcess(t *testing.T) {
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		if t.Failed() {
-			t.Logf("orders-demo stderr:\n%s", tail(stderr.String(), 30))
+			t.Logf("orders-demo stderr:\n%s", testkit.Tail(stderr.String(), 30))
 		}
 	})
 
@@ -84,7 +84,7 @@ func TestOrdersWithRelayInProcess(t *testing.T) {
 	msgs := consume(t, []string{o.name + ".order"}, 3, time.Minute)
 	types := map[string]int{}
 	for _, m := range msgs {
-		ty, _ := header(m, "event_type")
+		ty, _ := testkit.Header(m, "event_type")
 		types[ty]++
 	}
 	if types["OrderCreated"] != 2 || types["OrderPaid"] != 1 {
@@ -98,7 +98,7 @@ func TestOrdersWithRelayInProcess(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("the service's /readyz = %d while its relay streams, want 200", resp.StatusCode)
 	}
-	end := o.currentLSN(t)
+	end := o.CurrentLSN(t)
 	waitConfirmed(t, o, end, 30*time.Second)
 
 	began := time.Now()
@@ -106,7 +106,7 @@ func TestOrdersWithRelayInProcess(t *testing.T) {
 	select {
 	case err := <-exited:
 		if err != nil {
-			t.Fatalf("orders-demo exited with %v on SIGTERM, want 0\n%s", err, tail(stderr.String(), 20))
+			t.Fatalf("orders-demo exited with %v on SIGTERM, want 0\n%s", err, testkit.Tail(stderr.String(), 20))
 		}
 	case <-time.After(45 * time.Second):
 		t.Fatal("orders-demo did not exit within 45s of SIGTERM")

@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/segmentio/kafka-go"
 
-	"github.com/outbox-cdc/outbox-cdc/internal/harness"
+	"github.com/outbox-cdc/outbox-cdc/internal/testkit"
 )
 
 // TestFailover runs the relay on a primary with a physical standby under
@@ -41,12 +41,12 @@ func TestFailover(t *testing.T) {
 
 func failover(t *testing.T, guarded bool) {
 	ctx := context.Background()
-	primary, err := harness.StartPostgres()
+	primary, err := testkit.StartPostgres()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = primary.Stop() })
-	standby, err := harness.StartStandby(primary, "standby1")
+	standby, err := testkit.StartStandby(primary, "standby1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,10 +187,10 @@ func failover(t *testing.T, guarded bool) {
 	if missing > 0 {
 		t.Errorf("%d of the %d rows on the promoted standby never arrived", missing, len(have))
 	}
-	if !strings.Contains(r.logText(), "stream interrupted, reconnecting") {
+	if !strings.Contains(r.LogText(), "stream interrupted, reconnecting") {
 		t.Errorf("the relay did not log its reconnection")
 	}
-	if code := r.stop(t, 15, 30*time.Second); code != 0 {
+	if code := r.Stop(t, 15, 30*time.Second); code != 0 {
 		t.Errorf("exit %d on SIGTERM", code)
 	}
 	t.Logf("synchronized_standby_slots=%v: %d rows on the new primary arrived (%d duplicates) within %s of the promotion; "+
@@ -208,7 +208,7 @@ func failover(t *testing.T, guarded bool) {
 // checkFailoverReports runs status on both servers and check on the
 // primary: the slot is failover-enabled, the standby's copy synchronized,
 // and without synchronized_standby_slots check warns of ghost events.
-func checkFailoverReports(t *testing.T, name, url string, primary, standby *harness.Postgres, guarded bool) {
+func checkFailoverReports(t *testing.T, name, url string, primary, standby *testkit.Postgres, guarded bool) {
 	t.Helper()
 	target := []string{"--table", "public." + name, "--slot", name, "--publication", name}
 	_, out := runOnce(t, append([]string{"status", "--postgres-url", primary.URL}, target...)...)
@@ -238,11 +238,11 @@ func waitFor(t *testing.T, r *relay, timeout time.Duration, what string, cond fu
 	for !cond() {
 		select {
 		case <-r.done:
-			t.Fatalf("waiting until %s: outbox-cdc exited: %v\n%s", what, r.err, tail(r.logText(), 20))
+			t.Fatalf("waiting until %s: outbox-cdc exited: %v\n%s", what, r.Err(), testkit.Tail(r.LogText(), 20))
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("not so after %s: %s\n%s", timeout, what, tail(r.logText(), 20))
+			t.Fatalf("not so after %s: %s\n%s", timeout, what, testkit.Tail(r.LogText(), 20))
 		}
 	}
 }
@@ -256,7 +256,7 @@ func countPublished(t *testing.T, topic string, ids []string) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	first, _ := byID(t, readAll(ctx, t, ends))
+	first, _ := byID(t, testkit.ReadAll(ctx, t, broker.Brokers, ends))
 	n := 0
 	for _, id := range ids {
 		if _, ok := first[id]; ok {
@@ -274,7 +274,7 @@ func checkIncreasing(t *testing.T, msgs []kafka.Message, keep map[string]bool) {
 	seen := map[string]bool{}
 	last := map[string]int{}
 	for _, m := range sortedByOffset(msgs) {
-		id, _ := header(m, "id")
+		id, _ := testkit.Header(m, "id")
 		if seen[id] || !keep[id] {
 			continue
 		}

@@ -12,6 +12,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/outbox-cdc/outbox-cdc/internal/testkit"
 )
 
 // rows returns n rows for aggregates agg-0 .. agg-(aggs-1) of type typ, with
@@ -131,7 +133,7 @@ func TestAckGating(t *testing.T) {
 
 	insertRows(t, o, w, makeRows(500, 20, "order", counters), 50)
 	consume(t, []string{o.name + ".order"}, 500, time.Minute)
-	acked := o.currentLSN(t)
+	acked := o.CurrentLSN(t)
 	waitConfirmed(t, o, acked, 30*time.Second)
 
 	if err := broker.Pause(); err != nil {
@@ -144,16 +146,16 @@ func TestAckGating(t *testing.T) {
 		}
 	}()
 	insertRows(t, o, w, makeRows(500, 20, "order", counters), 50)
-	written := o.currentLSN(t) // at least the end of the last unacked commit
+	written := o.CurrentLSN(t) // at least the end of the last unacked commit
 	// Several status intervals pass; nothing may be confirmed past the
 	// acked transactions.
 	for range 8 {
 		time.Sleep(500 * time.Millisecond)
-		if c := o.confirmed(t); c >= written {
+		if c := o.Confirmed(t); c >= written {
 			t.Fatalf("slot confirmed %s while the broker was stopped; the unacked transactions end by %s", c, written)
 		}
 	}
-	t.Logf("broker stopped: slot held at %s (acked up to %s, unacked rows end by %s)", o.confirmed(t), acked, written)
+	t.Logf("broker stopped: slot held at %s (acked up to %s, unacked rows end by %s)", o.Confirmed(t), acked, written)
 
 	// A crash now must lose nothing: the events were never confirmed.
 	if err := r.cmd.Process.Kill(); err != nil {
@@ -177,9 +179,9 @@ func TestAckGating(t *testing.T) {
 func waitConfirmed(t *testing.T, o *outbox, want pglogrepl.LSN, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
-	for o.confirmed(t) < want {
+	for o.Confirmed(t) < want {
 		if time.Now().After(deadline) {
-			t.Fatalf("slot confirmed %s, short of %s after %s", o.confirmed(t), want, timeout)
+			t.Fatalf("slot confirmed %s, short of %s after %s", o.Confirmed(t), want, timeout)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -227,7 +229,7 @@ func TestRestartAfterSIGTERM(t *testing.T) {
 
 	wait := insertInBackground(o, w, makeRows(10000, 50, "order", counters), 100, 20*time.Millisecond)
 	consume(t, []string{o.name + ".order"}, 2000, time.Minute)
-	if code := r.stop(t, syscall.SIGTERM, 40*time.Second); code != 0 {
+	if code := r.Stop(t, syscall.SIGTERM, 40*time.Second); code != 0 {
 		t.Fatalf("outbox-cdc exited %d on SIGTERM, want 0", code)
 	}
 	if err := wait(); err != nil {
@@ -268,7 +270,7 @@ func TestDebeziumColumns(t *testing.T) {
 		t.Errorf("got key %q value %q, want o-17 and the payload", m.Key, m.Value)
 	}
 	for k, want := range map[string]string{"id": id, "event_type": "OrderCreated", "aggregate_type": "Order"} {
-		if got, _ := header(m, k); got != want {
+		if got, _ := testkit.Header(m, k); got != want {
 			t.Errorf("header %s = %q, want %q", k, got, want)
 		}
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/segmentio/kafka-go"
+
+	"github.com/outbox-cdc/outbox-cdc/internal/testkit"
 )
 
 // The tables of widely used polling outbox designs, relayed by
@@ -71,7 +73,7 @@ func checkPublished(t *testing.T, topics []string, want map[string]expectedEvent
 			t.Errorf("row %s timestamp %s, want the row's %s read as UTC", id, m.Time.UTC(), w.time)
 		}
 		for k, v := range w.headers {
-			if got, ok := header(m, k); !ok || got != v {
+			if got, ok := testkit.Header(m, k); !ok || got != v {
 				t.Errorf("row %s header %s = %q (present %v), want %q", id, k, got, ok, v)
 			}
 		}
@@ -151,7 +153,7 @@ func TestEFCoreOutbox(t *testing.T) {
 	}
 	msgs := checkPublished(t, []string{o.name + "." + types[0], o.name + "." + types[1]}, want, rolledBack)
 	for _, m := range msgs {
-		if _, ok := header(m, "aggregate_type"); ok {
+		if _, ok := testkit.Header(m, "aggregate_type"); ok {
 			t.Fatalf("an aggregate_type header on a table without the column")
 		}
 	}
@@ -240,7 +242,7 @@ func TestCaseSensitiveNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	msgs := consume(t, []string{o.name + ".Placed"}, 1, time.Minute)
-	if got, _ := header(msgs[0], "id"); got != id || string(msgs[0].Value) != `{"a": 1}` {
+	if got, _ := testkit.Header(msgs[0], "id"); got != id || string(msgs[0].Value) != `{"a": 1}` {
 		t.Errorf("got id %q value %q", got, msgs[0].Value)
 	}
 	waitRows(t, o, fmt.Sprintf(`SELECT count(*) FROM %q WHERE "ProcessedOnUtc" IS NOT NULL`, table), 1, "the row marked processed")

@@ -15,7 +15,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/outbox-cdc/outbox-cdc/decode"
-	"github.com/outbox-cdc/outbox-cdc/internal/harness"
+	"github.com/outbox-cdc/outbox-cdc/internal/testkit"
 	"github.com/outbox-cdc/outbox-cdc/message"
 	outboxw "github.com/outbox-cdc/outbox-cdc/outbox"
 )
@@ -23,7 +23,7 @@ import (
 // installEmitSQL runs sql/outbox_emit.sql, as a user would with psql -f.
 func installEmitSQL(t *testing.T, o *outbox) {
 	t.Helper()
-	root, err := harness.Root()
+	root, err := testkit.Root()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	want = append(want, last)
-	end := o.currentLSN(t)
+	end := o.CurrentLSN(t)
 
 	msgs := consume(t, []string{o.name + ".order"}, len(want), time.Minute)
 	first, dups := byID(t, msgs)
@@ -158,7 +158,7 @@ func TestMessages(t *testing.T) {
 			t.Errorf("event %s value %q, want %q byte for byte", e.id, m.Value, e.value)
 		}
 		for k, v := range e.headers {
-			if got, _ := header(m, k); got != v {
+			if got, _ := testkit.Header(m, k); got != v {
 				t.Errorf("event %s header %s = %q, want %q", e.id, k, got, v)
 			}
 		}
@@ -176,8 +176,8 @@ func TestMessages(t *testing.T) {
 	dead := consumeN(t, dlq, 2, time.Minute)
 	reasons := map[string]bool{}
 	for _, m := range dead {
-		r, _ := header(m, "outbox_cdc.reason")
-		table, _ := header(m, "outbox_cdc.table")
+		r, _ := testkit.Header(m, "outbox_cdc.reason")
+		table, _ := testkit.Header(m, "outbox_cdc.table")
 		reasons[r] = true
 		if table != decode.MessageSource+prefix {
 			t.Errorf("dead letter from %q, want %q", table, decode.MessageSource+prefix)
@@ -204,9 +204,9 @@ func consumeNAt(t *testing.T, brokers, topic string, n int64, timeout time.Durat
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	for {
-		ends, total, err := harness.EndOffsets(ctx, client, []string{topic})
+		ends, total, err := testkit.EndOffsets(ctx, client, []string{topic})
 		if err == nil && total >= n {
-			return readAllAt(ctx, t, brokers, ends)
+			return testkit.ReadAll(ctx, t, brokers, ends)
 		}
 		select {
 		case <-ctx.Done():
@@ -226,7 +226,7 @@ func checkOrder(t *testing.T, msgs []kafka.Message) {
 	seen := map[string]bool{}
 	next := map[string]int{}
 	for _, m := range sortedByOffset(msgs) {
-		id, _ := header(m, "id")
+		id, _ := testkit.Header(m, "id")
 		if seen[id] {
 			continue
 		}
@@ -289,7 +289,7 @@ func TestMessagesKilled(t *testing.T) {
 	msgs := consume(t, []string{o.name + ".order"}, total, 2*time.Minute)
 	_, dups := byID(t, msgs)
 	checkOrder(t, msgs)
-	t.Logf("kill -9 while relaying messages: %d events delivered, %d duplicates", countIDs(msgs), dups)
+	t.Logf("kill -9 while relaying messages: %d events delivered, %d duplicates", testkit.Distinct(msgs), dups)
 }
 
 // TestMessagesAloneCommands: setup and check know an outbox without a

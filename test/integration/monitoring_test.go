@@ -17,7 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/outbox-cdc/outbox-cdc/internal/harness"
+	"github.com/outbox-cdc/outbox-cdc/internal/testkit"
 	relaymetrics "github.com/outbox-cdc/outbox-cdc/metrics"
 )
 
@@ -38,7 +38,7 @@ func TestAlertsOnPrometheus(t *testing.T) {
 	args := o.args("--heartbeat-interval", "1s")
 	first := startRelay(t, args...)
 	second := startRelay(t, args...)
-	firstAddr, secondAddr := first.httpAddr(t), second.httpAddr(t)
+	firstAddr, secondAddr := first.HTTPAddr(t), second.HTTPAddr(t)
 
 	rules, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy", "prometheus", "alerts.yml"))
 	if err != nil {
@@ -49,7 +49,7 @@ func TestAlertsOnPrometheus(t *testing.T) {
 	if fast == string(rules) || !strings.Contains(fast, "> 65536") {
 		t.Fatalf("could not shorten the rules")
 	}
-	prom, err := harness.StartPrometheus(fmt.Sprintf(`global:
+	prom, err := testkit.StartPrometheus(fmt.Sprintf(`global:
   scrape_interval: 1s
   scrape_timeout: 900ms
   evaluation_interval: 1s
@@ -64,7 +64,7 @@ scrape_configs:
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("prometheus log:\n%s", tail(prom.Log(), 20))
+			t.Logf("prometheus log:\n%s", testkit.Tail(prom.Log(), 20))
 		}
 		_ = prom.Stop()
 	})
@@ -105,7 +105,7 @@ scrape_configs:
 	})
 	t.Logf("standby took over: NotStreaming resolved %s after the kill", time.Since(killed).Round(time.Millisecond))
 
-	if code := second.stop(t, syscall.SIGTERM, 30*time.Second); code != 0 {
+	if code := second.Stop(t, syscall.SIGTERM, 30*time.Second); code != 0 {
 		t.Errorf("exit %d on SIGTERM", code)
 	}
 	stopped := time.Now()
@@ -117,7 +117,7 @@ scrape_configs:
 
 // alerts returns Prometheus's alerts (/api/v1/alerts) by name: pending or
 // firing.
-func alerts(t *testing.T, p *harness.Prometheus) map[string]string {
+func alerts(t *testing.T, p *testkit.Prometheus) map[string]string {
 	t.Helper()
 	var body struct {
 		Data struct {
@@ -138,7 +138,7 @@ func alerts(t *testing.T, p *harness.Prometheus) map[string]string {
 }
 
 // targetsUp counts the scrape targets Prometheus sees up.
-func targetsUp(t *testing.T, p *harness.Prometheus) int {
+func targetsUp(t *testing.T, p *testkit.Prometheus) int {
 	t.Helper()
 	var body struct {
 		Data struct {
@@ -155,7 +155,7 @@ func targetsUp(t *testing.T, p *harness.Prometheus) int {
 	return n
 }
 
-func promGet(t *testing.T, p *harness.Prometheus, path string, v any) {
+func promGet(t *testing.T, p *testkit.Prometheus, path string, v any) {
 	t.Helper()
 	resp, err := http.Get("http://" + p.Addr + path)
 	if err != nil {
@@ -168,7 +168,7 @@ func promGet(t *testing.T, p *harness.Prometheus, path string, v any) {
 }
 
 // waitAlerts polls the alerts and the targets up until cond holds.
-func waitAlerts(t *testing.T, p *harness.Prometheus, timeout time.Duration, what string, cond func(alerts map[string]string, up int) bool) {
+func waitAlerts(t *testing.T, p *testkit.Prometheus, timeout time.Duration, what string, cond func(alerts map[string]string, up int) bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -185,7 +185,7 @@ func waitAlerts(t *testing.T, p *harness.Prometheus, timeout time.Duration, what
 
 func repoRoot(t *testing.T) string {
 	t.Helper()
-	r, err := harness.Root()
+	r, err := testkit.Root()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +213,7 @@ func TestDashboardAndAlertsUseExportedMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	consumeN(t, o.name+".order", 1, time.Minute)
-	addr := r.httpAddr(t)
+	addr := r.HTTPAddr(t)
 	scraped := map[string]bool{}
 	deadline := time.Now().Add(30 * time.Second)
 	for !scraped["outbox_cdc_events_dead_lettered_total"] || !scraped["outbox_cdc_events_published_total"] || !scraped["outbox_cdc_slot_lag_bytes"] {
@@ -221,7 +221,7 @@ func TestDashboardAndAlertsUseExportedMetrics(t *testing.T) {
 			t.Fatalf("the relay did not export its dead letter, its publication and its slot within 30s: %v", slices.Sorted(maps.Keys(scraped)))
 		}
 		time.Sleep(200 * time.Millisecond)
-		m, _ := scrape(t, addr)
+		m, _ := testkit.Scrape(t, addr)
 		for series := range m {
 			name, _, _ := strings.Cut(series, "{")
 			scraped[name] = true

@@ -1,13 +1,10 @@
 package integration
 
 import (
-	"bufio"
 	"context"
-	"io"
 	"net/http"
 	"os"
 	"regexp"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,64 +13,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pglogrepl"
 	"github.com/segmentio/kafka-go"
+
+	"github.com/outbox-cdc/outbox-cdc/internal/testkit"
 )
-
-// httpAddr returns the address the relay serves metrics and probes on, from
-// its log ("serving metrics and probes" addr=…).
-func (r *relay) httpAddr(t *testing.T) string {
-	t.Helper()
-	re := regexp.MustCompile(`msg="serving metrics and probes" addr=(\S+)`)
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		b, _ := os.ReadFile(r.log)
-		if m := re.FindSubmatch(b); m != nil {
-			return string(m[1])
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("the relay logged no metrics address")
-	return ""
-}
-
-// get returns the status code and body of an HTTP GET.
-func get(t *testing.T, url string) (int, string) {
-	t.Helper()
-	client := &http.Client{Timeout: 10 * time.Second}
-	res, err := client.Get(url)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return res.StatusCode, string(b)
-}
-
-// metrics is a scrape: each sample's name with its labels as written
-// (`name{a="b"}`) maps to its value.
-type metrics map[string]float64
-
-func scrape(t *testing.T, addr string) (metrics, string) {
-	t.Helper()
-	code, body := get(t, "http://"+addr+"/metrics")
-	if code != http.StatusOK {
-		t.Fatalf("/metrics: %d %s", code, body)
-	}
-	m := metrics{}
-	sc := bufio.NewScanner(strings.NewReader(body))
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			t.Fatalf("/metrics line %q: %v", line, err)
-		}
-		m[line[:i]] = v
-	}
-	return m, body
-}
 
 // TestMetricsAndProbes inserts valid and invalid rows and checks that the
 // scraped counters match what was inserted, that the gauges agree with
@@ -86,7 +28,7 @@ func TestMetricsAndProbes(t *testing.T) {
 	createTopics(t, o.name+".order", o.name+".customer", o.name+".dlq")
 	waitLeaders(t, o.name+".order", o.name+".customer", o.name+".dlq")
 	r := startRelay(t, o.args("--dlq-topic", o.name+".dlq", "--heartbeat-interval", "1s")...)
-	addr := r.httpAddr(t)
+	addr := r.HTTPAddr(t)
 
 	w, counters := newWritten(), map[string]int{}
 	insertRows(t, o, w, makeRows(300, 10, "order", counters), 25)
@@ -96,18 +38,18 @@ func TestMetricsAndProbes(t *testing.T) {
 	o.insertOne(t, uuid.NewString(), "order", "o-1", "created", `{}`, `"string"`)
 	consume(t, []string{o.name + ".order", o.name + ".customer"}, 500, time.Minute)
 	consume(t, []string{o.name + ".dlq"}, 3, time.Minute)
-	waitConfirmed(t, o, o.currentLSN(t), 30*time.Second)
+	waitConfirmed(t, o, o.CurrentLSN(t), 30*time.Second)
 
 	// Counters settle with the acks; the slot gauges with the next poll.
-	var m metrics
+	var m testkit.Metrics
 	var body string
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		m, body = scrape(t, addr)
+		m, body = testkit.Scrape(t, addr)
 		settled := m[`outbox_cdc_events_published_total{topic="`+o.name+`.order"}`] == 300 &&
 			m[`outbox_cdc_events_published_total{topic="`+o.name+`.customer"}`] == 200 &&
 			m[`outbox_cdc_in_flight_events`] == 0 && m[`outbox_cdc_slot_lag_bytes`] < 1<<20 && m["outbox_cdc_slot_active"] == 1 &&
-			pglsn(m["outbox_cdc_confirmed_lsn"]) == o.confirmed(t)
+			pglsn(m["outbox_cdc_confirmed_lsn"]) == o.Confirmed(t)
 		if settled || time.Now().After(deadline) {
 			break
 		}
@@ -134,7 +76,7 @@ func TestMetricsAndProbes(t *testing.T) {
 			t.Errorf("%s = %v (present %v), want %v", k, got, ok, v)
 		}
 	}
-	if c := o.confirmed(t); pglsn(m["outbox_cdc_confirmed_lsn"]) != c {
+	if c := o.Confirmed(t); pglsn(m["outbox_cdc_confirmed_lsn"]) != c {
 		t.Errorf("outbox_cdc_confirmed_lsn %s, slot confirmed_flush_lsn %s", pglsn(m["outbox_cdc_confirmed_lsn"]), c)
 	}
 	if m["outbox_cdc_received_lsn"] < m["outbox_cdc_confirmed_lsn"] {
@@ -173,10 +115,10 @@ func TestMetricsAndProbes(t *testing.T) {
 		}
 	}
 
-	if code, _ := get(t, "http://"+addr+"/healthz"); code != http.StatusOK {
+	if code, _ := testkit.Get(t, "http://"+addr+"/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz: %d", code)
 	}
-	if code, body := get(t, "http://"+addr+"/readyz"); code != http.StatusOK {
+	if code, body := testkit.Get(t, "http://"+addr+"/readyz"); code != http.StatusOK {
 		t.Errorf("/readyz: %d %s", code, body)
 	}
 	// One line per state change, never one per event at info level.
@@ -184,7 +126,7 @@ func TestMetricsAndProbes(t *testing.T) {
 		b, _ := os.ReadFile(r.log)
 		t.Errorf("%d info lines for 503 events; want a handful:\n%s", n, b)
 	}
-	if code := r.stop(t, syscall.SIGTERM, 30*time.Second); code != 0 {
+	if code := r.Stop(t, syscall.SIGTERM, 30*time.Second); code != 0 {
 		t.Errorf("exit %d after SIGTERM", code)
 	}
 }
@@ -205,7 +147,7 @@ func waitReady(t *testing.T, addr string, want int, within time.Duration) string
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		code, body := get(t, "http://"+addr+"/readyz")
+		code, body := testkit.Get(t, "http://"+addr+"/readyz")
 		if code == want {
 			return body
 		}
@@ -214,12 +156,6 @@ func waitReady(t *testing.T, addr string, want int, within time.Duration) string
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-// logText returns the relay's whole log.
-func (r *relay) logText() string {
-	b, _ := os.ReadFile(r.log)
-	return string(b)
 }
 
 // waitLeaders waits until every partition of topics has a leader.

@@ -33,7 +33,7 @@ func TestRefusedEventKeepsItsPlace(t *testing.T) {
 
 	o.insertOne(t, uuid.NewString(), "order", "o-1", "created", `{"n": 0}`, nil)
 	consume(t, []string{topic}, 1, time.Minute)
-	held := o.currentLSN(t)
+	held := o.CurrentLSN(t)
 	// Incompressible, so that the record is over the topic's limit even
 	// compressed (lz4 is the default), and under the relay's.
 	noise := make([]byte, 60_000)
@@ -51,7 +51,7 @@ func TestRefusedEventKeepsItsPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.waitFailure(t, time.Minute, "an event the topic refuses, with --on-invalid=fail")
-	if c := o.confirmed(t); c > held {
+	if c := o.Confirmed(t); c > held {
 		t.Errorf("slot confirmed %s, past the refused event's transaction (held at %s)", c, held)
 	}
 	before := consume(t, []string{topic}, 1, time.Minute) // the relay is gone: this is all
@@ -77,7 +77,7 @@ func TestRefusedEventKeepsItsPlace(t *testing.T) {
 	if len(first) != events {
 		t.Errorf("%d distinct events, want %d", len(first), events)
 	}
-	if code := r2.stop(t, 15, 30*time.Second); code != 0 {
+	if code := r2.Stop(t, 15, 30*time.Second); code != 0 {
 		t.Errorf("exit %d on SIGTERM", code)
 	}
 	t.Logf("after the restart: %d distinct events, %d duplicates", len(first), dups)

@@ -22,6 +22,7 @@ import (
 	"github.com/outbox-cdc/outbox-cdc/inbox"
 	"github.com/outbox-cdc/outbox-cdc/inbox/franz"
 	"github.com/outbox-cdc/outbox-cdc/inbox/kafkago"
+	"github.com/outbox-cdc/outbox-cdc/internal/testkit"
 	outboxw "github.com/outbox-cdc/outbox-cdc/outbox"
 )
 
@@ -137,12 +138,12 @@ func TestOutboxWriterAndInbox(t *testing.T) {
 		t.Errorf("%d distinct events, want %d", len(first), want)
 	}
 	for _, m := range msgs {
-		typ, _ := header(m, "event_type")
+		typ, _ := testkit.Header(m, "event_type")
 		if string(m.Key) == "B" && typ == "OrderPaid" {
 			t.Errorf("the rolled-back OrderPaid of B was published")
 		}
 		if string(m.Key) == "A" {
-			if c, _ := header(m, "correlation_id"); c != "corr-A" {
+			if c, _ := testkit.Header(m, "correlation_id"); c != "corr-A" {
 				t.Errorf("order A event %s: correlation_id %q", typ, c)
 			}
 		}
@@ -260,7 +261,7 @@ func TestEnvelopesAndHeaders(t *testing.T) {
 		msgs[0].Topic, msgs[0].Partition, msgs[0].Offset, msgs[0].Key, shown.String(), msgs[0].Value)
 
 	for i, m := range msgs {
-		get := func(k string) string { v, _ := header(m, k); return v }
+		get := func(k string) string { v, _ := testkit.Header(m, k); return v }
 		// CloudEvents 1.0 required attributes, binary mode of the Kafka
 		// protocol binding: ce_id, ce_source, ce_specversion, ce_type.
 		if get("ce_specversion") != "1.0" {
@@ -300,7 +301,7 @@ func TestEnvelopesAndHeaders(t *testing.T) {
 			t.Errorf("record %d: correlation_id %q", i, get("correlation_id"))
 		}
 	}
-	first := func(k string) (string, bool) { return header(msgs[0], k) }
+	first := func(k string) (string, bool) { return testkit.Header(msgs[0], k) }
 	if v, _ := first("tenant"); v != "acme" {
 		t.Errorf("tenant_id:tenant: %q", v)
 	}
@@ -310,12 +311,12 @@ func TestEnvelopesAndHeaders(t *testing.T) {
 	if v, _ := first("tracestate"); v != "vendor=abc" {
 		t.Errorf("tracestate (from the headers column) %q", v)
 	}
-	if _, ok := header(msgs[1], "tenant"); ok {
+	if _, ok := testkit.Header(msgs[1], "tenant"); ok {
 		t.Errorf("a NULL header column was sent")
 	}
 }
 
 func get0(msgs []kafka.Message, k string) string {
-	v, _ := header(msgs[0], k)
+	v, _ := testkit.Header(msgs[0], k)
 	return v
 }

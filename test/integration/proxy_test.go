@@ -3,14 +3,14 @@ package integration
 import (
 	"testing"
 
-	"github.com/outbox-cdc/outbox-cdc/internal/harness"
+	"github.com/outbox-cdc/outbox-cdc/internal/testkit"
 )
 
-// startProxy is a loopback TCP proxy to target (see harness.Proxy), closed
+// startProxy is a loopback TCP proxy to target (see testkit.Proxy), closed
 // when the test ends.
-func startProxy(t *testing.T, target string) *harness.Proxy {
+func startProxy(t *testing.T, target string) *testkit.Proxy {
 	t.Helper()
-	p, err := harness.StartProxy(target)
+	p, err := testkit.StartProxy(target)
 	if err != nil {
 		t.Fatal(err)
 	}

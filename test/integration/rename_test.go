@@ -61,7 +61,7 @@ func TestRenameUnderLoad(t *testing.T) {
 	if lost > 0 {
 		t.Errorf("%d of %d rows never arrived: skipped and confirmed around the rename", lost, len(want))
 	}
-	if code := r2.stop(t, 15, 40*time.Second); code != 0 {
+	if code := r2.Stop(t, 15, 40*time.Second); code != 0 {
 		t.Errorf("exit %d on SIGTERM", code)
 	}
 	t.Logf("%d rows written across a rename: %d lost, %d duplicates", len(want), lost, dups)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/outbox-cdc/outbox-cdc/internal/testkit"
 )
 
 // countLines counts log lines of r containing s.
@@ -33,7 +35,7 @@ func (r *relay) running() bool {
 func TestBrokerOutage(t *testing.T) {
 	o := newOutbox(t, "outage", defaultColumns)
 	r := startRelay(t, o.args()...)
-	addr := r.httpAddr(t)
+	addr := r.HTTPAddr(t)
 	waitReady(t, addr, http.StatusOK, 10*time.Second)
 	w, counters := newWritten(), map[string]int{}
 	// About 130 rows/s for 45 s.
@@ -49,7 +51,7 @@ func TestBrokerOutage(t *testing.T) {
 			_ = broker.Restart()
 		}
 	}()
-	atKill := o.currentLSN(t)
+	atKill := o.CurrentLSN(t)
 	notReady := waitReady(t, addr, http.StatusServiceUnavailable, 10*time.Second)
 	if !strings.Contains(notReady, "kafka") {
 		t.Errorf("/readyz while the broker is down: %q, want the reason to name kafka", notReady)
@@ -57,7 +59,7 @@ func TestBrokerOutage(t *testing.T) {
 	t.Logf("/readyz with the broker down: 503 %s", strings.TrimSpace(notReady))
 	for range 30 {
 		time.Sleep(time.Second)
-		if c := o.confirmed(t); c > atKill {
+		if c := o.Confirmed(t); c > atKill {
 			t.Fatalf("slot confirmed %s while the broker was down; nothing after %s could be acknowledged", c, atKill)
 		}
 		if !r.running() {
@@ -229,23 +231,23 @@ func TestStandbyTakesOver(t *testing.T) {
 	// What Kubernetes and Prometheus see of the two (deploy/): the standby
 	// live, not streaming (/readyz), a replica working as intended
 	// (/readyz?standby=ok), and standing by.
-	firstAddr, secondAddr := first.httpAddr(t), second.httpAddr(t)
+	firstAddr, secondAddr := first.HTTPAddr(t), second.HTTPAddr(t)
 	standbyGauges := func(r string, addr string, streaming, standingBy float64) {
 		t.Helper()
-		m, _ := scrape(t, addr)
+		m, _ := testkit.Scrape(t, addr)
 		if m["outbox_cdc_streaming"] != streaming || m["outbox_cdc_standing_by"] != standingBy {
 			t.Errorf("%s: outbox_cdc_streaming %v, outbox_cdc_standing_by %v; want %v, %v", r, m["outbox_cdc_streaming"], m["outbox_cdc_standing_by"], streaming, standingBy)
 		}
 	}
 	standbyGauges("the first", firstAddr, 1, 0)
 	standbyGauges("the standby", secondAddr, 0, 1)
-	if code, _ := get(t, "http://"+secondAddr+"/healthz"); code != 200 {
+	if code, _ := testkit.Get(t, "http://"+secondAddr+"/healthz"); code != 200 {
 		t.Errorf("the standby's /healthz: %d, want 200", code)
 	}
-	if code, body := get(t, "http://"+secondAddr+"/readyz"); code != 503 {
+	if code, body := testkit.Get(t, "http://"+secondAddr+"/readyz"); code != 503 {
 		t.Errorf("the standby's /readyz: %d %s, want 503", code, body)
 	}
-	if code, body := get(t, "http://"+secondAddr+"/readyz?standby=ok"); code != 200 {
+	if code, body := testkit.Get(t, "http://"+secondAddr+"/readyz?standby=ok"); code != 200 {
 		t.Errorf("the standby's /readyz?standby=ok: %d %s, want 200", code, body)
 	}
 
@@ -289,18 +291,18 @@ func TestIdleOutboxBusyDatabase(t *testing.T) {
 			startRelay(t, o.args("--heartbeat-interval", tc.heartbeat)...)
 			insertRows(t, o, newWritten(), makeRows(10, 2, "order", map[string]int{}), 10)
 			consume(t, []string{o.name + ".order"}, 10, time.Minute)
-			before, start := o.retained(t), o.currentLSN(t)
+			before, start := o.retained(t), o.CurrentLSN(t)
 			for range 10 {
 				o.exec(t, "INSERT INTO "+churn+" (v) SELECT repeat('x', 200) FROM generate_series(1, 5000)")
 				time.Sleep(300 * time.Millisecond)
 			}
-			end := o.currentLSN(t)
+			end := o.CurrentLSN(t)
 			peak := o.retained(t)
 			began := time.Now()
 			deadline := began.Add(30 * time.Second)
-			for o.confirmed(t) < end {
+			for o.Confirmed(t) < end {
 				if time.Now().After(deadline) {
-					t.Fatalf("slot confirmed %s, short of the churn's end %s after 30s (retained %d bytes)", o.confirmed(t), end, o.retained(t))
+					t.Fatalf("slot confirmed %s, short of the churn's end %s after 30s (retained %d bytes)", o.Confirmed(t), end, o.retained(t))
 				}
 				time.Sleep(200 * time.Millisecond)
 			}
@@ -324,19 +326,19 @@ func TestHugeTransaction(t *testing.T) {
 		fmt.Sscan(v, &rows)
 	}
 	o := newOutbox(t, "huge", defaultColumns)
-	r := startRelayBinary(t, fastBinary, o.args()...)
+	r := startRelayEnv(t, fastBinary, nil, o.args()...)
 	began := time.Now()
 	o.exec(t, fmt.Sprintf(`INSERT INTO $T (id, aggregate_type, aggregate_id, event_type, payload)
 		SELECT gen_random_uuid(), 'order', 'agg-' || (g %% 1000), 'created', jsonb_build_object('n', g)
 		FROM generate_series(1, %d) g`, rows))
-	end := o.currentLSN(t)
+	end := o.CurrentLSN(t)
 	t.Logf("inserted %d rows in one transaction in %s", rows, time.Since(began).Round(time.Millisecond))
 	var peak, samples int64
 	var rssMax int64
 	deadline := time.Now().Add(8 * time.Minute)
-	for o.confirmed(t) < end {
+	for o.Confirmed(t) < end {
 		if time.Now().After(deadline) {
-			t.Fatalf("slot confirmed %s, short of the transaction's end %s after 8 min", o.confirmed(t), end)
+			t.Fatalf("slot confirmed %s, short of the transaction's end %s after 8 min", o.Confirmed(t), end)
 		}
 		if rss := r.rss(t, "VmRSS"); rss > rssMax {
 			rssMax = rss

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/outbox-cdc/outbox-cdc/internal/testkit"
 )
 
 // TestSchemaChanges alters the outbox table under a running relay. Added
@@ -47,10 +49,10 @@ func TestSchemaChanges(t *testing.T) {
 	if len(dead) != 1 {
 		t.Fatalf("%d dead letters, want the one row written while aggregate_id was renamed", len(dead))
 	}
-	if got, _ := header(dead[0], "outbox_cdc.reason"); got != "unmapped_table" {
+	if got, _ := testkit.Header(dead[0], "outbox_cdc.reason"); got != "unmapped_table" {
 		t.Errorf("renamed column: dead-letter reason %q, want unmapped_table", got)
 	}
-	if got, _ := header(dead[0], "outbox_cdc.column.agg_id"); got != "o-1" {
+	if got, _ := testkit.Header(dead[0], "outbox_cdc.column.agg_id"); got != "o-1" {
 		t.Errorf("renamed column: the dead letter's agg_id column header is %q, want o-1", got)
 	}
 
@@ -58,7 +60,7 @@ func TestSchemaChanges(t *testing.T) {
 	insert(4)
 	log := r.waitFailure(t, 30*time.Second, "its table was dropped and recreated out of the publication")
 	if want := "ALTER PUBLICATION"; !strings.Contains(log, want) {
-		t.Errorf("the exit message does not say how to recover (%q):\n%s", want, tail(log, 3))
+		t.Errorf("the exit message does not say how to recover (%q):\n%s", want, testkit.Tail(log, 3))
 	}
 }
 
@@ -92,6 +94,6 @@ func TestSlotDropped(t *testing.T) {
 		t.Errorf("the relay recreated the dropped slot")
 	}
 	if !strings.Contains(log, "was dropped") {
-		t.Errorf("the exit message does not say the slot was dropped:\n%s", tail(log, 3))
+		t.Errorf("the exit message does not say the slot was dropped:\n%s", testkit.Tail(log, 3))
 	}
 }

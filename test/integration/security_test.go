@@ -21,7 +21,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/outbox-cdc/outbox-cdc/internal/harness"
+	"github.com/outbox-cdc/outbox-cdc/internal/testkit"
 )
 
 // pki is a throwaway certificate authority with a server certificate for
@@ -158,7 +158,7 @@ func TestKafkaTLSAndSASL(t *testing.T) {
 		t.Fatal(err)
 	}
 	began := time.Now()
-	k, err := harness.StartKafkaWith(harness.KafkaOptions{
+	k, err := testkit.StartKafkaWith(testkit.KafkaOptions{
 		PropsFile: props,
 		Listeners: []string{fmt.Sprintf("SASL_SSL://127.0.0.1:%d", saslPort), fmt.Sprintf("SSL://127.0.0.1:%d", mtlsPort)},
 		FormatArgs: []string{
@@ -205,16 +205,16 @@ func TestKafkaTLSAndSASL(t *testing.T) {
 		r := startRelayEnv(t, binary, c.env, args...)
 		w, counters := newWritten(), map[string]int{}
 		insertRows(t, o, w, makeRows(100, 5, c.name, counters), 10)
-		msgs := consumeAt(t, k.Brokers, []string{o.name + "." + c.name}, 100, time.Minute)
+		msgs := testkit.Consume(t, k.Brokers, []string{o.name + "." + c.name}, 100, time.Minute)
 		if dups := checkDelivered(t, o, w, msgs); dups != 0 {
 			t.Logf("%s: %d duplicates", c.name, dups)
 		}
-		_, metricsText := scrape(t, r.httpAddr(t))
+		_, metricsText := testkit.Scrape(t, r.HTTPAddr(t))
 		logs = append(logs, metricsText)
-		if code := r.stop(t, syscall.SIGTERM, 30*time.Second); code != 0 {
+		if code := r.Stop(t, syscall.SIGTERM, 30*time.Second); code != 0 {
 			t.Errorf("%s: exit %d after SIGTERM", c.name, code)
 		}
-		logs = append(logs, r.logText())
+		logs = append(logs, r.LogText())
 		t.Logf("%s: 100 events published", c.name)
 	}
 
@@ -245,7 +245,7 @@ func TestKafkaTLSAndSASL(t *testing.T) {
 	for _, secret := range []string{password, "Wrong-Pw-0815", pgPassword} {
 		for _, l := range logs {
 			if strings.Contains(l, secret) {
-				t.Errorf("secret %q appears in a log, an error or /metrics:\n%s", secret, tail(l, 20))
+				t.Errorf("secret %q appears in a log, an error or /metrics:\n%s", secret, testkit.Tail(l, 20))
 			}
 		}
 	}
@@ -325,7 +325,7 @@ func TestPostgresTLS(t *testing.T) {
 	insertRows(t, o, w, makeRows(200, 10, "order", counters), 20)
 	checkDelivered(t, o, w, consume(t, []string{o.name + ".order"}, 200, time.Minute))
 	t.Logf("streamed 200 events over %s with sslmode=verify-full", version)
-	if code := r.stop(t, syscall.SIGTERM, 30*time.Second); code != 0 {
+	if code := r.Stop(t, syscall.SIGTERM, 30*time.Second); code != 0 {
 		t.Errorf("exit %d after SIGTERM", code)
 	}
 

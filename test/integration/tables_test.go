@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/outbox-cdc/outbox-cdc/internal/testkit"
 )
 
 // TestSeveralTables relays two outbox tables through one publication and one
@@ -63,15 +65,15 @@ tables:
 	checkDelivered(t, a, wa, consume(t, []string{a.name + ".order"}, 300, time.Minute))
 	msgs := consume(t, []string{b.name + ".InvoiceIssued", b.name + ".InvoicePaid"}, 200, time.Minute)
 	for _, m := range msgs {
-		typ, _ := header(m, "event_type")
-		tenant, _ := header(m, "tenant_id")
+		typ, _ := testkit.Header(m, "event_type")
+		tenant, _ := testkit.Header(m, "tenant_id")
 		if m.Topic != b.name+"."+typ || tenant != "acme" || !strings.HasPrefix(string(m.Key), "inv-") {
 			t.Fatalf("table b's event on %s, event_type %q, tenant_id %q, key %q", m.Topic, typ, tenant, m.Key)
 		}
 	}
-	waitConfirmed(t, a, a.currentLSN(t), 30*time.Second)
+	waitConfirmed(t, a, a.CurrentLSN(t), 30*time.Second)
 	t.Logf("two tables, one publication and one slot: 300 events on %s.order, 200 on %s.{event_type} with the tenant header", a.name, b.name)
-	if code := r.stop(t, syscall.SIGTERM, 30*time.Second); code != 0 {
+	if code := r.Stop(t, syscall.SIGTERM, 30*time.Second); code != 0 {
 		t.Errorf("exit %d", code)
 	}
 }

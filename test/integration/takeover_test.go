@@ -62,7 +62,7 @@ func TestFrozenInstanceSendsNothing(t *testing.T) {
 	abandoned := first.countLines("events not yet acknowledged are abandoned")
 	t.Logf("%d events; the woken instance published %d records after the takeover; it said it abandoned its events %d times",
 		want, after-before, abandoned)
-	if abandoned == 0 && !strings.Contains(first.logText(), "replication connection lost") {
+	if abandoned == 0 && !strings.Contains(first.LogText(), "replication connection lost") {
 		t.Log("(it had nothing in hand when frozen)")
 	}
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/segmentio/kafka-go"
+
+	"github.com/outbox-cdc/outbox-cdc/internal/testkit"
 )
 
 // TestTopicLimit writes 10,000 distinct aggregate types with the default
@@ -63,7 +65,7 @@ func TestTopicLimit(t *testing.T) {
 		t.Errorf("%d event topics after the second round, want %d", len(topics), maxTopics)
 	}
 	checkTopicMetrics(t, r, 2*maxTopics, types-maxTopics-types/10+1, types/10)
-	if n := strings.Count(r.logText(), "the topic cap is reached"); n != 1 {
+	if n := strings.Count(r.LogText(), "the topic cap is reached"); n != 1 {
 		t.Errorf("%d log lines say the cap is reached, want 1", n)
 	}
 }
@@ -102,8 +104,8 @@ func checkTopicFates(t *testing.T, prefix string, typeOf map[string]string, msgs
 	used := map[string]bool{}
 	for id, typ := range typeOf {
 		m, ok := first[id]
-		reason, _ := header(m, "outbox_cdc.reason")
-		routed, _ := header(m, "outbox_cdc.topic")
+		reason, _ := testkit.Header(m, "outbox_cdc.reason")
+		routed, _ := testkit.Header(m, "outbox_cdc.topic")
 		want := "topic_limit"
 		if typ[0] == 'x' {
 			want = "topic_not_allowed"
@@ -138,11 +140,11 @@ func countOn(msgs []kafka.Message, topic string) int {
 // checks that /metrics holds a bounded number of series.
 func checkTopicMetrics(t *testing.T, r *relay, published, limited, notAllowed int) {
 	t.Helper()
-	addr := r.httpAddr(t)
-	var m metrics
+	addr := r.HTTPAddr(t)
+	var m testkit.Metrics
 	var body string
 	waitFor(t, r, 30*time.Second, "the metrics count every event", func() bool {
-		m, body = scrape(t, addr)
+		m, body = testkit.Scrape(t, addr)
 		sum := 0.0
 		for k, v := range m {
 			if strings.HasPrefix(k, "outbox_cdc_events_published_total{") {

@@ -10,7 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/segmentio/kafka-go"
 
-	"github.com/outbox-cdc/outbox-cdc/internal/harness"
+	"github.com/outbox-cdc/outbox-cdc/internal/testkit"
 )
 
 // describeTopic reads a topic's partitions, replication factor and the
@@ -52,7 +52,7 @@ func describeTopic(t *testing.T, brokers, topic string, configs ...string) (part
 // broker refuses is one clear line, and the event is dead-lettered (dlq)
 // or stops the relay unconfirmed (fail).
 func TestTopicProvisioning(t *testing.T) {
-	k, err := harness.StartKafka("auto.create.topics.enable=false")
+	k, err := testkit.StartKafka("auto.create.topics.enable=false")
 	if err != nil {
 		t.Fatalf("start a broker with auto-creation off: %v", err)
 	}
@@ -67,7 +67,7 @@ func TestTopicProvisioning(t *testing.T) {
 	}
 	ids := []string{o.insertOne(t, uuid.NewString(), "order", "o-1", "created", `{"n": 0}`, nil),
 		o.insertOne(t, uuid.NewString(), "invoice", "i-1", "created", `{"n": 0}`, nil)}
-	msgs := consumeAt(t, k.Brokers, []string{o.name + ".order", o.name + ".invoice"}, len(ids), time.Minute)
+	msgs := testkit.Consume(t, k.Brokers, []string{o.name + ".order", o.name + ".invoice"}, len(ids), time.Minute)
 	if len(msgs) < len(ids) {
 		t.Fatalf("%d of %d events arrived", len(msgs), len(ids))
 	}
@@ -76,7 +76,7 @@ func TestTopicProvisioning(t *testing.T) {
 			t.Errorf("%s: %d partitions, %v; want 5 and the configs asked for", topic, n, cfg)
 		}
 	}
-	if code := r.stop(t, 15, 30*time.Second); code != 0 {
+	if code := r.Stop(t, 15, 30*time.Second); code != 0 {
 		t.Fatalf("exit %d on SIGTERM", code)
 	}
 
@@ -86,13 +86,13 @@ func TestTopicProvisioning(t *testing.T) {
 	startRelay(t, refusing...)
 	refused := o.insertOne(t, uuid.NewString(), "payment", "p-1", "created", `{}`, nil)
 	dead := consumeNAt(t, k.Brokers, dlq, 1, time.Minute)
-	if reason, _ := header(dead[0], "outbox_cdc.reason"); reason != "topic_not_created" {
+	if reason, _ := testkit.Header(dead[0], "outbox_cdc.reason"); reason != "topic_not_created" {
 		t.Errorf("dead letter reason %q, want topic_not_created", reason)
 	}
-	if id, _ := header(dead[0], "id"); id != refused {
+	if id, _ := testkit.Header(dead[0], "id"); id != refused {
 		t.Errorf("dead letter of %s, want %s", id, refused)
 	}
-	if e, _ := header(dead[0], "outbox_cdc.error"); !strings.Contains(e, "lower --topic-replication-factor") {
+	if e, _ := testkit.Header(dead[0], "outbox_cdc.error"); !strings.Contains(e, "lower --topic-replication-factor") {
 		t.Errorf("dead letter's error %q does not say what to fix", e)
 	}
 
@@ -105,13 +105,13 @@ func TestTopicProvisioning(t *testing.T) {
 	}
 	r3 := startRelay(t, o2.args("--kafka-brokers", k.Brokers, "--on-invalid", "fail", "--topic-replication-factor", "3")...)
 	o2.insertOne(t, uuid.NewString(), "order", "o-1", "created", `{}`, nil)
-	end := o2.currentLSN(t)
+	end := o2.CurrentLSN(t)
 	select {
 	case <-r3.done:
 	case <-time.After(time.Minute):
 		t.Fatal("the relay did not stop on a topic it may not create, with --on-invalid=fail")
 	}
-	if got := o2.confirmed(t); got >= end {
+	if got := o2.Confirmed(t); got >= end {
 		t.Errorf("slot confirmed %s, past the event it could not publish (%s)", got, end)
 	}
 
@@ -209,7 +209,7 @@ func TestPartitionsAdded(t *testing.T) {
 	if n := strings.Count(string(b), "partition count changed"); n != 1 {
 		t.Errorf("%d log lines about the partition count, want 1", n)
 	}
-	m, _ := scrape(t, r.httpAddr(t))
+	m, _ := testkit.Scrape(t, r.HTTPAddr(t))
 	if got := m[`outbox_cdc_partition_count_changes_total{topic="`+topic+`"}`]; got != 1 {
 		t.Errorf("outbox_cdc_partition_count_changes_total = %v, want 1", got)
 	}

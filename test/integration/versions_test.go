@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/outbox-cdc/outbox-cdc/internal/harness"
+	"github.com/outbox-cdc/outbox-cdc/internal/testkit"
 )
 
 // serverVersion is server_version_num of the suite's Postgres.
@@ -116,10 +116,10 @@ func TestSlotInvalidated(t *testing.T) {
 	if s := status(); s != "unreserved" {
 		t.Fatalf("wal_status %q after writing past max_slot_wal_keep_size without a checkpoint, want unreserved", s)
 	}
-	addr := r.httpAddr(t)
+	addr := r.HTTPAddr(t)
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		m, _ := scrape(t, addr)
+		m, _ := testkit.Scrape(t, addr)
 		if m[`outbox_cdc_slot_wal_status{status="unreserved"}`] == 1 {
 			break
 		}
@@ -169,7 +169,7 @@ func TestSlotInvalidated(t *testing.T) {
 // to pin WAL (it used to create the slot and retry START_REPLICATION for
 // ever), and check fails on the same item.
 func TestUnsupportedServer(t *testing.T) {
-	old, err := harness.StartPostgresVersion("13")
+	old, err := testkit.StartPostgresVersion("13")
 	if err != nil {
 		t.Fatalf("start PostgreSQL 13: %v", err)
 	}
@@ -189,7 +189,7 @@ func TestUnsupportedServer(t *testing.T) {
 
 	code, out := runWithin(t, 30*time.Second, append(args, "--http-addr", "")...)
 	if code != 1 || !strings.Contains(lastLine(out), want) {
-		t.Errorf("run on PostgreSQL 13: exit %d, last line %q; want exit 1 and %q; its output:\n%s", code, lastLine(out), want, tail(out, 10))
+		t.Errorf("run on PostgreSQL 13: exit %d, last line %q; want exit 1 and %q; its output:\n%s", code, lastLine(out), want, testkit.Tail(out, 10))
 	}
 	t.Logf("run, exit %d:\n%s", code, out)
 	var slots int

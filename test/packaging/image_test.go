@@ -20,7 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/outbox-cdc/outbox-cdc/internal/harness"
+	"github.com/outbox-cdc/outbox-cdc/internal/testkit"
 )
 
 // buildah runs buildah on the test's own storage (vfs: no overlay mounts
@@ -76,12 +76,12 @@ func TestImageRelaysEvents(t *testing.T) {
 		t.Skip("TestImageRelaysEvents needs root (buildah's storage, chroot); CI runs it as root")
 	}
 	mount, cfg := buildImage(t)
-	pg, err := harness.StartPostgres()
+	pg, err := testkit.StartPostgres()
 	if err != nil {
 		t.Fatalf("start postgres: %v", err)
 	}
 	t.Cleanup(func() { _ = pg.Stop() })
-	broker, err := harness.StartKafka()
+	broker, err := testkit.StartKafka()
 	if err != nil {
 		t.Fatalf("start kafka (needs java and mvn; see scripts/kafka.sh): %v", err)
 	}

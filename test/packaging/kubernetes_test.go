@@ -325,8 +325,8 @@ func checkPorts(t *testing.T, ms map[string]object, cfg config.Config) {
 	if len(svc.Ports) != 1 || resolvePort(portNames, svc.Ports[0].TargetPort) != port {
 		t.Errorf("the Service's port does not reach the container's %s: %+v", port, svc.Ports)
 	}
-	if grace := pod.TerminationGracePeriodSeconds; float64(grace) <= cfg.DrainTimeout.Seconds() {
-		t.Errorf("terminationGracePeriodSeconds %d does not outlast --drain-timeout %s: the kubelet would kill a draining relay", grace, cfg.DrainTimeout)
+	if grace := pod.TerminationGracePeriodSeconds; float64(grace) <= cfg.Relay.Stream.DrainTimeout.Seconds() {
+		t.Errorf("terminationGracePeriodSeconds %d does not outlast --drain-timeout %s: the kubelet would kill a draining relay", grace, cfg.Relay.Stream.DrainTimeout)
 	}
 }
 

@@ -21,12 +21,12 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/outbox-cdc/outbox-cdc/config"
-	"github.com/outbox-cdc/outbox-cdc/internal/harness"
+	"github.com/outbox-cdc/outbox-cdc/internal/testkit"
 )
 
 func root(t *testing.T) string {
 	t.Helper()
-	r, err := harness.Root()
+	r, err := testkit.Root()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,12 +143,12 @@ func TestComposeFileMatchesTheBinary(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the compose environment is not a valid configuration: %v", err)
 	}
-	for _, b := range cfg.KafkaBrokers {
+	for _, b := range cfg.Relay.Kafka.Brokers {
 		if !strings.Contains(advertised, "://"+b) {
 			t.Errorf("OUTBOX_CDC_KAFKA_BROKERS %s is not a listener kafka advertises (%s)", b, advertised)
 		}
 	}
-	u, err := url.Parse(cfg.PostgresURL)
+	u, err := url.Parse(cfg.Relay.PostgresURL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,8 +175,8 @@ func TestComposeFileMatchesTheBinary(t *testing.T) {
 	}
 
 	// The writer writes to the table the relay reads.
-	if !strings.Contains(flatten(writer.Command), "INSERT INTO "+cfg.Tables[0].Name) {
-		t.Errorf("the writer does not insert into %s", cfg.Tables[0].Name)
+	if !strings.Contains(flatten(writer.Command), "INSERT INTO "+cfg.Relay.Tables[0].Name) {
+		t.Errorf("the writer does not insert into %s", cfg.Relay.Tables[0].Name)
 	}
 	// Published ports stay on loopback.
 	for name, s := range c.Services {

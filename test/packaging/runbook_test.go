@@ -22,7 +22,7 @@ func commandFlags(t *testing.T) map[string]map[string]bool {
 			t.Fatalf("%s --help returned no ErrHelp", cmd)
 		}
 		out[cmd] = map[string]bool{}
-		for _, m := range regexp.MustCompile(`(?m)^  --([a-z0-9-]+) \(env `).FindAllStringSubmatch(help.String(), -1) {
+		for _, m := range regexp.MustCompile(`(?m)^  --([a-z0-9-]+)(?: |\n +)\(env `).FindAllStringSubmatch(help.String(), -1) {
 			out[cmd][m[1]] = true
 		}
 		if len(out[cmd]) == 0 {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
-	"github.com/outbox-cdc/outbox-cdc/internal/harness"
+	"github.com/outbox-cdc/outbox-cdc/internal/testkit"
 )
 
 func main() {
@@ -34,7 +34,7 @@ func tail(broker string, topics []string, n int, timeout time.Duration) error {
 	defer cancel()
 	client := &kafka.Client{Addr: kafka.TCP(broker), Timeout: 10 * time.Second}
 	for {
-		ends, total, err := harness.EndOffsets(ctx, client, topics)
+		ends, total, err := testkit.EndOffsets(ctx, client, topics)
 		if err == nil && total >= int64(n) {
 			return print(ctx, broker, ends)
 		}

@@ -103,7 +103,7 @@ func withRelay(url, table, httpAddr string) error {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "relay")
 	reg := prometheus.NewRegistry()
-	r, err := relay.New(cfg, relay.WithLogger(log), relay.WithRegisterer(reg))
+	r, err := relay.New(cfg.Relay, relay.WithLogger(log), relay.WithRegisterer(reg))
 	if err != nil {
 		return err
 	}

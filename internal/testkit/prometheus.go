@@ -1,4 +1,4 @@
-package harness
+package testkit
 
 import (
 	"fmt"
@@ -90,12 +90,6 @@ func (p *Prometheus) Log() string {
 
 // Stop ends the server by its PID and removes its directory.
 func (p *Prometheus) Stop() error {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
+	signalThenKill(p.cmd.Process, p.done, syscall.SIGTERM, 10*time.Second)
 	return os.RemoveAll(p.Dir)
 }

@@ -1,0 +1,98 @@
+package backfill
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Run publishes the due tables' rows through entry, one table after
+// another, each drained before the next; it returns nil once all are done,
+// or when ctx ends (a restart resumes). In the exported snapshot when
+// Prepare created the slot (its extent recorded first, for a resume);
+// otherwise in a snapshot of its own, up to the last row the first one saw.
+func (p *Plan) Run(ctx context.Context, entry Entry) error {
+	if len(p.due) == 0 {
+		return nil
+	}
+	snapshot := ""
+	if p.exported != nil {
+		snapshot = p.exported.Snapshot
+	}
+	snap, err := OpenSnapshot(ctx, p.cfg.URL, snapshot)
+	if err != nil {
+		return err
+	}
+	defer snap.Close()
+	if p.exported != nil {
+		p.exported.Close() // the reading transaction holds the snapshot now
+		current, err := snap.Current(ctx)
+		if err != nil {
+			return err
+		}
+		for i := range p.due { // recorded at once: a resume reads what this snapshot saw
+			p.due[i].state.Snapshot = current
+			if err := p.store.Save(ctx, p.due[i].state); err != nil {
+				return err
+			}
+		}
+	}
+	for _, j := range p.due {
+		if err := p.table(ctx, snap, j, entry); err != nil || ctx.Err() != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// table publishes j's rows in snap, in order, and records its progress:
+// the last row acknowledged with every one before it. In the exported
+// snapshot its last row is recorded first; otherwise the read stops at
+// that row: what sorts after it committed after the slot, which streams
+// it. (A row of that snapshot updated since still sorts where it did,
+// unlike a test on its xmin.)
+func (p *Plan) table(ctx context.Context, snap *Snapshot, j job, entry Entry) error {
+	st := j.state
+	read := &Read{Table: j.table, Where: j.where, Order: st.Order, After: st.After}
+	if p.exported != nil {
+		last, err := snap.Last(ctx, read)
+		if err != nil {
+			return err
+		}
+		st.Last = last
+	} else {
+		read.Until = st.Last
+	}
+	remaining, err := p.count(ctx, snap, read)
+	if err != nil {
+		return err
+	}
+	if (st.Total == 0 || st.After == nil) && remaining >= 0 {
+		st.Total = remaining
+	}
+	if err := p.store.Save(ctx, st); err != nil {
+		return err
+	}
+	p.log.Info("backfilling", slog.String("table", j.table.Qualified()), slog.String("where", j.where.String()),
+		slog.String("order", string(st.Order)), slog.Int64("rows", remaining))
+	f := p.newFeed(st, entry)
+	readErr := snap.Rows(ctx, read, func(rel *pglogrepl.RelationMessage, values [][]byte, key Key) error {
+		return f.row(ctx, rel, values, key)
+	})
+	return f.finish(ctx, readErr)
+}
+
+// count counts read's rows; -1 when counting took too long (the total
+// stays unknown, and the read goes on without the count's timeout).
+func (p *Plan) count(ctx context.Context, snap *Snapshot, read *Read) (int64, error) {
+	remaining, err := snap.Count(ctx, read)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "57014" { // the count's timeout
+		p.log.Warn("counting the rows to backfill took too long; going on without a total", slog.String("table", read.Table.Qualified()))
+		remaining, err = -1, snap.NoTimeout(ctx)
+	}
+	return remaining, err
+}

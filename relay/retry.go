@@ -1,0 +1,93 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+
+	"github.com/outbox-cdc/outbox-cdc/internal/backoff"
+	"github.com/outbox-cdc/outbox-cdc/internal/retry"
+	"github.com/outbox-cdc/outbox-cdc/replication"
+)
+
+// A failed session is followed by another after a jittered wait that
+// doubles from sessionBackoff up to sessionBackoffCeiling.
+const sessionBackoff, sessionBackoffCeiling = time.Second, 30 * time.Second
+
+// maxUnclassified is how many failures in a row, with errors nobody
+// classified and no session streaming in between, the relay rides out
+// before it gives up: retrying an error nobody understands for ever would
+// hide it.
+const maxUnclassified = 10
+
+// reconnect runs sessions from start until ctx ends (nil) or a failure
+// retrying cannot mend. Each failure is asked whether it can be retried
+// (retry.Classify): a transient one (Postgres restarting, a connection cut,
+// a broker away) is retried with backoff for as long as it lasts; a
+// permanent one is returned; one nobody classified is retried too, but
+// logged as an error with its type, and returned once maxUnclassified of
+// them come in a row without a session that began streaming.
+func (r *Relay) reconnect(ctx context.Context, start pglogrepl.LSN) error {
+	log := r.log
+	var (
+		standby      bool         // another process streams the slot; we wait for it to let go
+		unclassified retry.Streak // failures in a row that nobody classified
+		err          error        // prepare's failure, which stands for the session it prevents
+	)
+	for attempt := 0; ; attempt++ {
+		began := false
+		if err == nil {
+			began, err = r.session(ctx, start)
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if began {
+			attempt, standby = 0, false
+		}
+		class := retry.Classify(err)
+		if class == retry.Permanent {
+			return err
+		}
+		failures := unclassified.Add(class, began)
+		if failures >= maxUnclassified {
+			return fmt.Errorf("giving up after %d failures in a row not known to be retriable (the last a %T): %w",
+				failures, retry.Innermost(err), err)
+		}
+		var wait time.Duration
+		if errors.Is(err, replication.ErrSlotActive) {
+			// A second instance: quiet, and quick to take over.
+			attempt = 0
+			wait = standbyPoll/2 + rand.N(standbyPoll/2+1)
+			r.live.standingBy.Store(true)
+			if !standby {
+				standby = true
+				log.Info("standing by: the slot is streamed by another process; taking over when it lets go",
+					slog.String("slot", r.target.Slot), slog.Any("err", err))
+			}
+		} else {
+			standby = false
+			r.live.standingBy.Store(false)
+			r.metrics.Reconnected()
+			wait = backoff.Delay(attempt, sessionBackoff, sessionBackoffCeiling)
+			if class == retry.Unclassified {
+				log.Error("stream interrupted by an error not known to be retriable; reconnecting, and giving up if it persists",
+					slog.Any("err", err), slog.String("type", fmt.Sprintf("%T", retry.Innermost(err))),
+					slog.Int("failures", failures), slog.Int("limit", maxUnclassified), slog.Duration("in", wait))
+			} else {
+				log.Warn("stream interrupted, reconnecting", slog.Any("err", err), slog.Duration("in", wait))
+			}
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil
+		}
+		start, err = r.prepare(ctx, false, standby) // a failure is judged above, as the session's
+	}
+}
