@@ -92,14 +92,14 @@ func Check(ctx context.Context, cfg relay.Config, opts ...CheckOption) (CheckRep
 	if cfg.Messages.Prefix != "" {
 		items = append(items, checklist.Item{Name: "messages", Status: checklist.OK,
 			Detail: fmt.Sprintf("transactional logical decoding messages with prefix %q are events (outbox.Writer's Emit, sql/outbox_emit.sql), routed by %s",
-				cfg.Messages.Prefix, cfg.Messages.Route.Topic)})
+				cfg.Messages.Prefix, cfg.Defaults.Route.Topic)})
 	}
 	if o.transport != nil {
 		items = append(items, o.transport[1])
 	}
 	r.Items = append(items, sink.Check(ctx, sink.CheckConfig{
 		Brokers: cfg.Kafka.Brokers, Security: sec, Templates: templates, DeadLetterTopic: deadLetterTopic(cfg),
-		AutoCreateTopics: cfg.Topics.AutoCreate, CreateTopics: cfg.Topics.Create, Spec: cfg.Topics.Spec,
+		AutoCreateTopics: cfg.Topics.AutoCreate, CreateTopics: cfg.Topics.Create, Spec: cfg.Defaults.Route.Spec,
 	})...)
 	return r, nil
 }
@@ -113,8 +113,8 @@ func topicTemplates(cfg relay.Config) []string {
 			out = append(out, t.Route.Topic)
 		}
 	}
-	if cfg.Messages.Prefix != "" && !slices.Contains(out, cfg.Messages.Route.Topic) {
-		out = append(out, cfg.Messages.Route.Topic)
+	if cfg.Messages.Prefix != "" && !slices.Contains(out, cfg.Defaults.Route.Topic) {
+		out = append(out, cfg.Defaults.Route.Topic)
 	}
 	return out
 }

@@ -29,7 +29,7 @@ func TestCheckOffline(t *testing.T) {
 // are relayed; the dead-letter topic only with on-invalid dlq.
 func TestTopicTemplates(t *testing.T) {
 	cfg := config(func(c *relay.Config) {
-		c.Tables[1].Route.Topic, c.Messages.Route.Topic = "b.{event_type}", "m.{event_type}"
+		c.Tables[1].Route.Topic, c.Defaults.Route.Topic = "b.{event_type}", "m.{event_type}"
 	}, "public.a", "public.b", "public.c")
 	if got, want := topicTemplates(cfg), []string{"outbox.event.{aggregate_type}", "b.{event_type}", "m.{event_type}"}; !slices.Equal(got, want) {
 		t.Errorf("templates %q, want %q", got, want)

@@ -82,7 +82,7 @@ func setupTopics(cfg relay.Config) []Topic {
 	}
 	var out []Topic
 	if dlq := deadLetterTopic(cfg); dlq != "" {
-		out = append(out, Topic{dlq, cfg.Topics.Spec})
+		out = append(out, Topic{dlq, cfg.Defaults.Route.Spec})
 	}
 	for _, t := range cfg.Tables {
 		tp, err := sink.ParseTopic(t.Route.Topic)

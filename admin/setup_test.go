@@ -77,7 +77,7 @@ func TestPlanForAFreshDatabase(t *testing.T) {
 		{name: "topic specs", want: []string{pub, slot},
 			cfg: config(func(c *relay.Config) {
 				c.Kafka.Brokers = []string{"127.0.0.1:1"}
-				c.Topics.Spec = sink.TopicSpec{Partitions: 3, ReplicationFactor: 2, Configs: map[string]string{"retention.ms": "1000"}}
+				c.Defaults.Route.Spec = sink.TopicSpec{Partitions: 3, ReplicationFactor: 2, Configs: map[string]string{"retention.ms": "1000"}}
 				c.Tables[0].Route.Topic, c.Tables[0].Route.Spec = "fixed", sink.TopicSpec{Partitions: 6}
 			}),
 			topics: []Topic{{"outbox.dlq", sink.TopicSpec{Partitions: 3, ReplicationFactor: 2, Configs: map[string]string{"retention.ms": "1000"}}},

@@ -23,6 +23,10 @@ type Entry interface {
 	// failure Publish did not return, or the drain cut short. The entry
 	// takes more rows afterwards.
 	Drain(ctx context.Context) error
+	// Failure ends at the first publish failure, with it as its cause, so
+	// that the read stops at once, even while Postgres is still sorting
+	// or scanning; it is renewed by Drain.
+	Failure() context.Context
 }
 
 // Row is one backfilled row as the pipeline takes it.

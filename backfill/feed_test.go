@@ -40,6 +40,8 @@ func (e *fakeEntry) Publish(_ context.Context, row Row, done func()) error {
 	return nil
 }
 
+func (e *fakeEntry) Failure() context.Context { return context.Background() }
+
 func (e *fakeEntry) Drain(context.Context) error {
 	for _, i := range e.atDrain {
 		e.dones[i]()

@@ -79,9 +79,17 @@ func (p *Plan) table(ctx context.Context, snap *Snapshot, j job, entry Entry) er
 	p.log.Info("backfilling", slog.String("table", j.table.Qualified()), slog.String("where", j.where.String()),
 		slog.String("order", string(st.Order)), slog.Int64("rows", remaining))
 	f := p.newFeed(st, entry)
-	readErr := snap.Rows(ctx, read, func(rel *pglogrepl.RelationMessage, values [][]byte, key Key) error {
-		return f.row(ctx, rel, values, key)
+	// A publish failure ends the read at once: the window never frees past
+	// a failed row, and the rest of a large result set is not read.
+	readCtx, stopReading := context.WithCancel(ctx)
+	defer stopReading()
+	defer context.AfterFunc(entry.Failure(), stopReading)()
+	readErr := snap.Rows(readCtx, read, func(rel *pglogrepl.RelationMessage, values [][]byte, key Key) error {
+		return f.row(readCtx, rel, values, key)
 	})
+	if ctx.Err() == nil && entry.Failure().Err() != nil && errors.Is(readErr, context.Canceled) {
+		readErr = nil // the read cut short by the failure, which the drain reports
+	}
 	return f.finish(ctx, readErr)
 }
 

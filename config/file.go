@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -99,7 +100,11 @@ func (fl *file) apply(n *yaml.Node, f *flags, where string, skip ...string) ([]s
 			if !ok {
 				return nil, fl.unknown(where, kv[0], keys)
 			}
-			if err := setNode(f.fs.Lookup(name).Value, kv[1]); err != nil {
+			err := setNode(f.fs.Lookup(name).Value, kv[1])
+			if errors.Is(err, errNull) {
+				continue // key: with no value is not set: the flag's or the default stands
+			}
+			if err != nil {
 				return nil, fl.errorf(where, kv[0], "%v", err)
 			}
 			set = append(set, name)
@@ -135,6 +140,10 @@ func (fl *file) unknown(where string, key *yaml.Node, keys map[string]string) er
 	return usagef("%s", msg)
 }
 
+// errNull is a key given no value (key: or key: ~), which leaves the
+// setting as the flags, the environment or the default made it.
+var errNull = errors.New("no value")
+
 // setNode sets v from a YAML value: a scalar as its text, a list item by
 // item (joined by commas for a flag that is not repeatable), a mapping as
 // KEY=VALUE items (--topic-config).
@@ -147,7 +156,7 @@ func setNode(v flag.Value, n *yaml.Node) error {
 	switch n.Kind {
 	case yaml.ScalarNode:
 		if n.Tag == "!!null" {
-			return v.Set("")
+			return errNull
 		}
 		return v.Set(n.Value)
 	case yaml.SequenceNode:

@@ -63,13 +63,13 @@ tables:
 	if billing.Columns.Payload != "data" || len(billing.Mark) != 0 || columns(billing.MarkDead) != "failed" || billing.Route.Spec.Configs["retention.ms"] != "1000" {
 		t.Errorf("billing.outbox: %+v", billing)
 	}
-	if pub.Columns.Payload != "body" || columns(pub.Mark) != "done" || fmt.Sprint(r.Topics.Spec.Configs) != "map[retention.ms:1000]" {
+	if pub.Columns.Payload != "body" || columns(pub.Mark) != "done" || fmt.Sprint(r.Defaults.Route.Spec.Configs) != "map[retention.ms:1000]" {
 		t.Errorf("public.outbox: %+v, topics %+v", pub, r.Topics)
 	}
 	// The environment's list replaces the file's, as the flag's replaces
 	// the environment's.
 	c, err = Parse(CmdRun, []string{"--config", path}, []string{"OUTBOX_CDC_MARK=sent=true,n=1", "OUTBOX_CDC_TOPIC_CONFIG=a=b"}, io.Discard)
-	if err != nil || columns(c.Relay.Tables[1].Mark) != "sent|n" || fmt.Sprint(c.Relay.Topics.Spec.Configs) != "map[a:b]" {
+	if err != nil || columns(c.Relay.Tables[1].Mark) != "sent|n" || fmt.Sprint(c.Relay.Defaults.Route.Spec.Configs) != "map[a:b]" {
 		t.Errorf("env over file: %v, %+v", err, c.Relay.Tables)
 	}
 }
@@ -180,5 +180,32 @@ func TestHelpIsGroupedAndWrapped(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestNullKeepsSetting: a key with no value (key: or key: ~), as templates
+// often write, leaves the setting as the flags or the defaults made it:
+// before, it cleared the inherited --backfill-where, and that table's
+// backfill never ran.
+func TestNullKeepsSetting(t *testing.T) {
+	path := writeFile(t, "c.yaml", `
+topic_regex:
+tables:
+  - table: public.a
+    backfill_where:
+    topic_config: ~
+    header_columns:
+`)
+	args := []string{"--config", path, "--postgres-url", "postgres://u@h/db", "--kafka-brokers", "k:9092", "--table", "public.a",
+		"--backfill-where", "status = 'pending'", "--topic-regex", "x(.*)", "--topic-replacement", "y$1",
+		"--topic-config", "min.insync.replicas=2", "--header-column", "tenant_id"}
+	c, err := Parse(CmdRun, args, nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := c.Relay.Tables[0]
+	if a.Backfill.Where != "status = 'pending'" || a.Route.Regex != "x(.*)" || a.Route.Spec.Configs["min.insync.replicas"] != "2" ||
+		len(a.Columns.HeaderColumns) != 1 || c.Relay.Defaults.Route.Regex != "x(.*)" {
+		t.Errorf("a null key changed a setting: table %+v, defaults route %+v", a, c.Relay.Defaults.Route)
 	}
 }

@@ -76,13 +76,10 @@ func (p *parser) configPath(fs *flag.FlagSet) (string, error) {
 	return p.fl.raw.config, nil
 }
 
-// finish fills what follows from the settings read: the tables, the
-// messages' route and the dead-letter topic's spec (the defaults'), TLS
-// when a TLS setting implies it, and the deprecations.
+// finish fills what follows from the settings read: the tables, TLS when
+// a TLS setting implies it, and the deprecations.
 func (p *parser) finish() error {
 	r := &p.c.Relay
-	r.Messages.Route = r.Defaults.Route
-	r.Topics.Spec = r.Defaults.Route.Spec
 	r.Kafka.TLS = r.Kafka.UsesTLS()
 	if err := p.tables(); err != nil {
 		return err

@@ -53,7 +53,7 @@ func (r *Relay) prepareBackfilled(ctx context.Context) (pglogrepl.LSN, error) {
 	if plan.Due() {
 		r.live.backfilling.Store(true)
 		defer r.live.backfilling.Store(false)
-		if err := plan.Run(ctx, &backfillEntry{r: r}); err != nil || ctx.Err() != nil {
+		if err := plan.Run(ctx, newBackfillEntry(r)); err != nil || ctx.Err() != nil {
 			return 0, err
 		}
 	}
@@ -77,6 +77,16 @@ type backfillEntry struct {
 	watching sync.WaitGroup
 	returned bool // Publish returned the failure
 }
+
+func newBackfillEntry(r *Relay) *backfillEntry {
+	e := &backfillEntry{r: r}
+	e.failure, e.fail = context.WithCancelCause(context.Background())
+	return e
+}
+
+// Failure ends at the first publish failure since the last drain; see
+// backfill.Entry.
+func (e *backfillEntry) Failure() context.Context { return e.failure }
 
 // Publish hands row over; see backfill.Entry.
 func (e *backfillEntry) Publish(ctx context.Context, row backfill.Row, done func()) error {
@@ -126,6 +136,7 @@ func (e *backfillEntry) Drain(ctx context.Context) error {
 		err = errors.Join(ferr, err)
 	}
 	e.pub = nil
+	e.failure, e.fail = context.WithCancelCause(context.Background())
 	return err
 }
 
@@ -140,7 +151,6 @@ func (e *backfillEntry) open(ctx context.Context) error {
 		return err
 	}
 	e.pub, e.acks, e.out, e.returned = pub, acks, outlet{track: track, pub: pub.writer, clean: pub.cleaner}, false
-	e.failure, e.fail = context.WithCancelCause(context.Background())
 	watch, stop := context.WithCancel(context.Background())
 	e.stop = stop
 	e.watching.Go(func() {

@@ -32,7 +32,8 @@ type Config struct {
 	// cleanup and backfill. Table builds one with Defaults' settings.
 	Tables []Table
 	// Messages are the transactional logical decoding messages relayed as
-	// events (outbox.Writer's Emit, sql/outbox_emit.sql).
+	// events (outbox.Writer's Emit, sql/outbox_emit.sql), routed as
+	// Defaults.Route says.
 	Messages Messages
 	// Stream bounds what is in flight and paces the replication connection.
 	Stream Stream
@@ -80,8 +81,6 @@ type Messages struct {
 	// Prefix is the messages' prefix (pg_logical_emit_message(true,
 	// PREFIX, CONTENT)); default outbox; empty: none are relayed.
 	Prefix string
-	// Route is where their events go (the defaults' route by default).
-	Route Route
 }
 
 // Table is one outbox table and what each component does with it.
@@ -154,11 +153,8 @@ type Topics struct {
 	// OnInvalid is what becomes of a row that cannot be published.
 	OnInvalid OnInvalid
 	// DeadLetterTopic receives such rows with OnInvalid = dlq; default
-	// outbox.dlq. It is created with Spec.
+	// outbox.dlq. It is created as Defaults.Route.Spec says.
 	DeadLetterTopic string
-	// Spec is how the dead-letter topic is created (from the command
-	// line, as Defaults' route says: --topic-partitions and the rest).
-	Spec sink.TopicSpec
 }
 
 // OnInvalid is what becomes of a row that cannot be published.
@@ -186,7 +182,7 @@ func Default() Config {
 	}
 	c := Config{
 		Slot:     Slot{Publication: "outbox_cdc", Name: "outbox_cdc", Failover: slot.FailoverAuto},
-		Messages: Messages{Prefix: "outbox", Route: defaults.Route},
+		Messages: Messages{Prefix: "outbox"},
 		Stream: Stream{MaxInFlight: 10000, MaxInFlightBytes: 64 << 20, ConfirmInterval: 20 * time.Millisecond,
 			StatusInterval: 10 * time.Second, ReceiveTimeout: 30 * time.Second, DrainTimeout: 30 * time.Second,
 			HeartbeatInterval: 10 * time.Second},

@@ -4,6 +4,8 @@
 //
 // An event walks top-down through the packages:
 //
+//	slot         readies the publication and the slot (before streaming)
+//	backfill     reads the rows committed before the slot, and feeds them to relay's entry
 //	replication  receives pgoutput messages from the slot
 //	relay        hands each to decode, tracks it in checkpoint, publishes it through sink
 //	decode       turns an INSERT into an outbox table, or a logical decoding message, into an event

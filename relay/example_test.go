@@ -33,7 +33,7 @@ func Example() {
 	cfg.Kafka.Brokers = []string{kafkaBrokers}
 	cfg.Slot.Name, cfg.Slot.Publication = "example", "example"
 	cfg.Defaults.Route.Topic = "example.{aggregate_type}"
-	cfg.Messages = relay.Messages{Prefix: "example", Route: cfg.Defaults.Route}
+	cfg.Messages.Prefix = "example" // routed as cfg.Defaults.Route says
 	cfg.Tables = []relay.Table{cfg.Table("public.example_outbox")}
 	r, err := relay.New(cfg,
 		relay.WithLogger(slog.New(slog.DiscardHandler)), // the service's own logger

@@ -45,7 +45,7 @@ func (r *Relay) newPublisher(ctx context.Context, track acker, hold func(context
 	pc := cfg.Producer
 	p.writer = sink.NewWriter(sink.Config{
 		Brokers: cfg.Kafka.Brokers, Topic: r.topic, Topics: r.topics, BatchSize: pc.BatchSize, BatchTimeout: pc.BatchTimeout, Compression: sink.Codec(pc.Compression),
-		MaxMessageBytes: pc.MaxMessageBytes, CreateTopics: cfg.Topics.Create, TopicSpec: cfg.Topics.Spec,
+		MaxMessageBytes: pc.MaxMessageBytes, CreateTopics: cfg.Topics.Create, TopicSpec: cfg.Defaults.Route.Spec,
 		AutoCreateTopics: cfg.Topics.AutoCreate, MetadataMaxAge: pc.MetadataMaxAge, MissingTopicTimeout: pc.MissingTopicTimeout,
 		DeadLetterTopic: dlq, Envelope: pc.Envelope, CloudEventsSource: pc.CloudEventsSource, MetadataHeaders: pc.MetadataHeaders,
 		Security: r.security, Observer: r.metrics, Logger: r.log, Hold: hold,

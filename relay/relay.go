@@ -73,7 +73,7 @@ func New(cfg Config, opts ...Option) (*Relay, error) {
 		topic, _ := t.Route.topic() // Validate parsed it
 		r.topics[t.Qualified()] = topic.WithSpec(t.Route.Spec).Limit(limit)
 	}
-	topic, _ := cfg.Messages.Route.topic()
+	topic, _ := cfg.Defaults.Route.topic()
 	r.topic = topic.Limit(limit)
 	var err error
 	if r.security, err = cfg.Security(); err != nil {

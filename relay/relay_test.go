@@ -139,7 +139,6 @@ func testConfig(name, brokers string) relay.Config {
 	cfg.PostgresURL, cfg.Kafka.Brokers = pgURL, []string{brokers}
 	cfg.Slot.Name, cfg.Slot.Publication, cfg.Messages.Prefix = name, name, name
 	cfg.Defaults.Route.Topic = name + ".{aggregate_type}"
-	cfg.Messages.Route = cfg.Defaults.Route
 	cfg.Tables = []relay.Table{cfg.Table("public." + name)}
 	cfg.Stream.StatusInterval = time.Second
 	return cfg

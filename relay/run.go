@@ -29,7 +29,7 @@ func (r *Relay) run(ctx context.Context) error {
 	log.Info("starting", slog.String("version", r.version), slog.String("postgres", cfg.PostgresTarget()),
 		slog.String("kafka", brokers), slog.String("tables", cfg.TableNames()),
 		slog.String("message_prefix", cfg.Messages.Prefix),
-		slog.String("slot", cfg.Slot.Name), slog.String("publication", cfg.Slot.Publication), slog.String("topic", cfg.Messages.Route.Topic))
+		slog.String("slot", cfg.Slot.Name), slog.String("publication", cfg.Slot.Publication), slog.String("topic", cfg.Defaults.Route.Topic))
 	// Kafka first: a wrong broker address should not leave a new slot behind
 	// pinning WAL.
 	if err := sink.Ping(ctx, cfg.Kafka.Brokers, r.security); err != nil {
@@ -39,12 +39,12 @@ func (r *Relay) run(ctx context.Context) error {
 	if t := cfg.Topics; t.Create && t.OnInvalid == OnInvalidDLQ {
 		// Where rows go that cannot be published must exist before the
 		// first of them: refused, the relay stops here and says why.
-		created, err := sink.EnsureTopic(ctx, cfg.Kafka.Brokers, r.security, t.DeadLetterTopic, t.Spec)
+		created, err := sink.EnsureTopic(ctx, cfg.Kafka.Brokers, r.security, t.DeadLetterTopic, cfg.Defaults.Route.Spec)
 		if err != nil {
 			return fmt.Errorf("dead-letter topic: %w", err)
 		}
 		if created {
-			log.Info("created the dead-letter topic", slog.String("topic", t.DeadLetterTopic), slog.String("spec", t.Spec.String()))
+			log.Info("created the dead-letter topic", slog.String("topic", t.DeadLetterTopic), slog.String("spec", cfg.Defaults.Route.Spec.String()))
 		}
 	}
 	if cfg.Cleanup != cleanup.None {

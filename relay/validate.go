@@ -49,7 +49,7 @@ const (
 	PartSlot                      // Slot, Messages.Prefix, the tables' names
 	PartTables                    // each table's mapping, route and marks
 	PartKafka                     // Kafka
-	PartTopics                    // Topics, Messages.Route
+	PartTopics                    // Topics, and the route of messages (Defaults.Route)
 	PartStream                    // Stream, Producer, BackfillForce
 	PartCleanup                   // Cleanup, each table's backfill
 	PartAll      = PartPostgres | PartSlot | PartTables | PartKafka | PartTopics | PartStream | PartCleanup
@@ -250,7 +250,7 @@ func saslPrepared(s string) bool {
 func (c Config) validateTopics() error {
 	t := c.Topics
 	switch {
-	case c.Messages.Route.Topic == "":
+	case c.Defaults.Route.Topic == "":
 		return bad("topic", "--topic must not be empty")
 	case t.OnInvalid != OnInvalidDLQ && t.OnInvalid != OnInvalidFail:
 		return bad("on-invalid", "--on-invalid %q: want dlq or fail", t.OnInvalid)
@@ -259,7 +259,7 @@ func (c Config) validateTopics() error {
 	case t.Max < 0:
 		return bad("max-topics", "--max-topics %d: want 0 (no cap) or more", t.Max)
 	}
-	if err := c.Messages.Route.validate("messages"); err != nil {
+	if err := c.Defaults.Route.validate("messages"); err != nil {
 		return err
 	}
 	if t.OnInvalid == OnInvalidDLQ {

@@ -11,7 +11,7 @@ import (
 	"errors"
 	"io"
 	"net"
-	"strings"
+	"slices"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -74,13 +74,14 @@ func unavailable(err error) bool {
 		errors.Is(err, context.DeadlineExceeded): // a dial or a request that a slow or absent server let time out
 		return true
 	case errors.As(err, &pgErr):
-		switch pgErr.Code {
-		case "57P01", "57P02", "57P03": // admin_shutdown, crash_shutdown, cannot_connect_now
-			return true
-		}
-		// Class 08: connection exception; class 53: insufficient resources
-		// (too many connections, out of memory, disk full).
-		return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "53")
+		// Class 08: connection exception; 40: transaction rollback
+		// (deadlock, serialization failure); 53: insufficient resources
+		// (too many connections, out of memory, disk full); 55: object not
+		// in prerequisite state (a lock timeout, a standby's synchronized
+		// slot that serves once promoted); 57: operator intervention
+		// (shutting down, starting up, a statement timeout); 58: system
+		// error (I/O). Each passes when the server's state does.
+		return slices.Contains([]string{"08", "40", "53", "55", "57", "58"}, pgErr.Code[:min(2, len(pgErr.Code))])
 	}
 	return false
 }
