@@ -10,7 +10,7 @@ PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 IMAGE_PLATFORMS ?= linux/amd64 linux/arm64
 RELEASE := VERSION=$(VERSION) COMMIT=$(COMMIT) PLATFORMS="$(PLATFORMS)" IMAGE_PLATFORMS="$(IMAGE_PLATFORMS)" scripts/release.sh
 
-.PHONY: build dist image image-context release setup setup-tests demo test test-cluster test-matrix test-short bench bench-compare bench-messages fuzz clean
+.PHONY: build dist image image-context release setup setup-tests demo test test-cluster test-matrix test-analytics test-short bench bench-compare bench-messages fuzz clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/outbox-cdc ./cmd/outbox-cdc
@@ -65,6 +65,11 @@ MATRIX ?= 14 16 17 18
 CORE := TestEndToEnd|TestMessages$$|TestLeastPrivilegeRole|TestStartupErrors|TestSlotFailoverByVersion|TestSlotInvalidated|TestFailover|TestSchemaChanges|TestCutover$$|TestPostgresTLS|TestRestartAfterSIGTERM|TestBackfillWhereRunsNothing|TestBackfillResumeReadsItsSnapshot|TestRenameUnderLoad
 test-matrix: setup-tests
 	set -e; for v in $(MATRIX); do echo "== PostgreSQL $$v"; PG_VERSION=$$v $(GO) test -race -count=1 -timeout 8m -run '$(CORE)' ./test/integration/; done
+
+# The analytics tests that wait on the broker (a compacted topic's cleaner:
+# about a minute); make test runs the same tests without that wait.
+test-analytics: setup-tests
+	OUTBOX_CDC_TEST_COMPACTION=1 $(GO) test -race -count=1 -timeout 5m -run 'TestTombstonesCompact' ./test/integration/
 
 test-short:
 	$(GO) test -short -race -count=1 ./...

@@ -21,7 +21,7 @@ type CheckReport struct {
 	Brokers  []string `json:"kafka_brokers"`
 	Tables   string   `json:"tables"` // schema.table, comma-separated
 	// Offline says the configuration was validated alone, no server asked:
-	// Items is then empty.
+	// Items then holds only what needs none (the contracts').
 	Offline bool             `json:"offline,omitempty"`
 	Items   []checklist.Item `json:"items"`
 }
@@ -62,8 +62,8 @@ func Transport(postgres, kafka checklist.Item) CheckOption {
 // Check inspects, changing nothing, whether Postgres and Kafka are ready
 // for `outbox-cdc run` with cfg: the server, the role, the tables, the
 // publication and the slot (slot.Check), the server's version, the
-// transports, what cleanup and each backfill need, the messages, and the
-// brokers and topics (sink.Check). Each item carries its fix. An error is
+// transports, what cleanup and each backfill need, the messages, the
+// contracts (compiled), and the brokers and topics (sink.Check). Each item carries its fix. An error is
 // the configuration's own, a setting to change, and no item is returned.
 func Check(ctx context.Context, cfg relay.Config, opts ...CheckOption) (CheckReport, error) {
 	var o checkOptions
@@ -78,7 +78,9 @@ func Check(ctx context.Context, cfg relay.Config, opts ...CheckOption) (CheckRep
 	if err != nil {
 		return r, err
 	}
+	contracts := checkContracts(cfg) // needs no server
 	if o.offline {
+		r.Items = contracts
 		return r, nil
 	}
 	items := slot.Check(ctx, cfg.PostgresURL, cfg.Target())
@@ -94,6 +96,7 @@ func Check(ctx context.Context, cfg relay.Config, opts ...CheckOption) (CheckRep
 			Detail: fmt.Sprintf("transactional logical decoding messages with prefix %q are events (outbox.Writer's Emit, sql/outbox_emit.sql), routed by %s",
 				cfg.Messages.Prefix, cfg.Defaults.Route.Topic)})
 	}
+	items = append(items, contracts...)
 	if o.transport != nil {
 		items = append(items, o.transport[1])
 	}

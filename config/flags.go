@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/outbox-cdc/outbox-cdc/cleanup"
+	"github.com/outbox-cdc/outbox-cdc/contract"
 	"github.com/outbox-cdc/outbox-cdc/relay"
 	"github.com/outbox-cdc/outbox-cdc/sink"
 	"github.com/outbox-cdc/outbox-cdc/slot"
@@ -76,6 +77,7 @@ func newFlags(c *Config) *flags {
 	f.boolean(gCleanup, &r.BackfillForce, "backfill-force", "run --backfill-where again on an existing slot, in a snapshot of its own: rows it finds that the slot also streams are published twice")
 	kafkaFlags(f, &r.Kafka)
 	topicFlags(f, &r.Topics)
+	contractFlags(f, &r.Contracts)
 	streamFlags(f, &r.Stream)
 	producerFlags(f, &r.Producer)
 	f.str(gLog, &c.LogFormat, "log-format", "log format: text or json")
@@ -119,6 +121,11 @@ func topicFlags(f *flags, t *relay.Topics) {
 	f.boolean(gRoute, &t.AutoCreate, "kafka-auto-create-topics", "deprecated (outbox-cdc creates topics itself, see --create-topics): with --create-topics=false, ask the broker to create a missing topic with its defaults (the broker must allow it: auto.create.topics.enable)")
 }
 
+func contractFlags(f *flags, c *relay.Contracts) {
+	f.str(gRoute, &c.Dir, "contracts", "directory of payload contracts: JSON Schema documents (draft 2020-12 unless $schema says otherwise), EVENT_TYPE.json for each event type, or an index.yaml mapping event types to files (docs/reference.md); each event's payload, a message's too, is validated against its type's contract before it is published, and one that fails, or is not JSON, is invalid (--on-invalid) with reason contract_violation and the failing location in the outbox_cdc.contract_error header. Compiled once at start: a schema that does not compile, or a $ref that would need the network, stops the relay (exit 2) naming the file; check lists each. Empty: payloads are not checked")
+	f.value(gRoute, enum[contract.Unknown]{&c.Unknown}, "contracts-unknown", "an event type with no contract in --contracts: allow publishes it unchecked; dead-letter makes it invalid (--on-invalid) with reason contract_missing")
+}
+
 func streamFlags(f *flags, s *relay.Stream) {
 	f.integer(gStream, &s.MaxInFlight, "max-in-flight", "most events published but not yet acknowledged; reading the WAL pauses at this bound")
 	f.fs.Int64Var(&s.MaxInFlightBytes, "max-in-flight-bytes", s.MaxInFlightBytes, "most payload bytes published but not yet acknowledged")
@@ -140,6 +147,7 @@ func producerFlags(f *flags, p *relay.Producer) {
 	f.value(gStream, enum[sink.Envelope]{&p.Envelope}, "envelope", "raw: the payload as the value, id, event_type and aggregate_type headers; cloudevents: also the CloudEvents 1.0 Kafka binding's binary-mode headers (ce_id, ce_type, ce_source, ce_time, ce_specversion, content-type), payload unchanged")
 	f.str(gStream, &p.CloudEventsSource, "cloudevents-source", "ce_source with --envelope=cloudevents, a URI-reference; empty: /outbox-cdc/ followed by the table")
 	f.boolean(gStream, &p.MetadataHeaders, "metadata-headers", "add outbox_cdc.commit_lsn, outbox_cdc.xid and outbox_cdc.commit_time headers, for consumers that order or audit by transaction")
+	f.value(gStream, enum[sink.Timestamp]{&p.Timestamp}, "timestamp", "record timestamp: column, the --column-timestamp column (or the commit time if the table has none), whose now() is fixed when the writer's transaction starts and can go back within a partition when an earlier-started transaction commits later; or commit, the transaction's commit time as Postgres reports it, which does not go back within a partition on one server (it can after the server's clock is stepped back, or after a failover to a server whose clock is behind). Rows a backfill publishes carry its start time under commit")
 }
 
 // The flags' definers: each takes its default from what p holds.

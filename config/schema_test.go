@@ -225,6 +225,8 @@ var enums = map[string][]string{
 	"kafka-compression": {"none", "gzip", "snappy", "lz4", "zstd"}, "envelope": {"raw", "cloudevents"},
 	"cleanup": {"none", "delete-after-publish", "mark"}, "backfill-order": {"auto", "commit", "timestamp", "id"},
 	"log-format": {"text", "json"}, "log-level": {"debug", "info", "warn", "error"},
+	"null-payload": {"dead-letter", "tombstone"}, "timestamp": {"column", "commit"},
+	"contracts-unknown": {"allow", "dead-letter"},
 }
 
 // TestEnumsAreValidated: each enum value above is accepted, another is
@@ -237,6 +239,8 @@ func TestEnumsAreValidated(t *testing.T) {
 			switch {
 			case name == "cleanup" && v == "mark":
 				args = append(args, "--mark", "done=true")
+			case name == "contracts-unknown" && v == "dead-letter":
+				args = append(args, "--contracts", "contracts") // read by relay.New, not by Parse
 			case name == "kafka-sasl-mechanism" && v != "":
 				args = append(args, "--kafka-sasl-username", "u", "--kafka-sasl-password", "p", "--kafka-sasl-allow-plaintext")
 			}

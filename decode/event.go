@@ -26,7 +26,30 @@ type Columns struct {
 	// NullKey lets a NULL or empty key column give a null key; otherwise
 	// the row is invalid (ReasonNullColumn, ReasonEmptyAggregateID).
 	NullKey bool
+	// NullPayload is what a NULL payload column becomes (--null-payload):
+	// an invalid row (NullPayloadDeadLetter, or empty), or a tombstone.
+	NullPayload NullPayload
+	// Partition is an integer column naming the record's partition
+	// (--column-partition); its text goes in Event.Partition, and sink
+	// checks it against the topic. Empty: none, records go by their key.
+	Partition string
 }
+
+// NullPayload is what becomes of a row whose payload column is NULL.
+type NullPayload string
+
+// Values of NullPayload.
+const (
+	// NullPayloadDeadLetter makes such a row invalid (ReasonNullColumn):
+	// the default, as a NULL payload is more often a bug than a deletion.
+	NullPayloadDeadLetter NullPayload = "dead-letter"
+	// NullPayloadTombstone makes it a tombstone: a record with the row's
+	// key and headers and a null value, which a compacted topic reads as
+	// the deletion of the key. A row without a key (a NULL or empty key
+	// column under NullKey) stays invalid: a tombstone without a key
+	// deletes nothing.
+	NullPayloadTombstone NullPayload = "tombstone"
+)
 
 // HeaderColumn maps one column to one Kafka header.
 type HeaderColumn struct {
@@ -61,15 +84,21 @@ type Event struct {
 	AggregateType string
 	AggregateID   string // the Kafka key; empty: a null key
 	EventType     string
-	Payload       []byte            // the payload column's value, byte for byte (bytea is unhexed)
-	Fields        map[string]string // Columns.TopicColumns' values, for topic routing
-	Headers       []Header          // string members of the headers column, sorted by key
-	Time          time.Time
-	CommitLSN     pglogrepl.LSN // LSN of the commit record of the row's transaction
-	CommitTime    time.Time     // when the row's transaction committed
-	Xid           uint32
-	Table         string // the outbox table, schema.name; for a message, "message:" and its prefix
-	Message       bool   // written as a logical decoding message, not a row: there is no row to delete
+	Payload       []byte // the payload column's value, byte for byte (bytea is unhexed); nil for a tombstone
+	// Tombstone is a row whose payload is NULL under NullPayloadTombstone:
+	// its record's value is null (not empty), and it always has a key.
+	Tombstone bool
+	// Partition is the text of the partition column (Columns.Partition);
+	// empty when the table has none or it is NULL: the key decides.
+	Partition  string
+	Fields     map[string]string // Columns.TopicColumns' values, for topic routing
+	Headers    []Header          // string members of the headers column, sorted by key
+	Time       time.Time
+	CommitLSN  pglogrepl.LSN // LSN of the commit record of the row's transaction
+	CommitTime time.Time     // when the row's transaction committed
+	Xid        uint32
+	Table      string // the outbox table, schema.name; for a message, "message:" and its prefix
+	Message    bool   // written as a logical decoding message, not a row: there is no row to delete
 	// ContentType is the payload's media type, from the payload column's
 	// type: application/json for json and jsonb, text/plain for text,
 	// application/octet-stream for bytea.

@@ -37,13 +37,13 @@ type Entry struct {
 // header with that prefix). Every other header, the key, the value and the
 // timestamp are published as the dead letter holds them.
 var StrippedHeaders = []string{sink.HeaderReason, sink.HeaderError, sink.HeaderTable, sink.HeaderLSN, sink.HeaderTopic,
-	sink.HeaderColumn + "*", sink.HeaderNull, sink.HeaderTruncated, sink.HeaderValueBytes}
+	sink.HeaderColumn + "*", sink.HeaderNull, sink.HeaderTruncated, sink.HeaderValueBytes, sink.HeaderContractError}
 
 // describesFailure reports whether a header is one of StrippedHeaders.
 func describesFailure(key string) bool {
 	switch key {
 	case sink.HeaderReason, sink.HeaderError, sink.HeaderTable, sink.HeaderLSN, sink.HeaderTopic,
-		sink.HeaderNull, sink.HeaderTruncated, sink.HeaderValueBytes:
+		sink.HeaderNull, sink.HeaderTruncated, sink.HeaderValueBytes, sink.HeaderContractError:
 		return true
 	}
 	return strings.HasPrefix(key, sink.HeaderColumn)

@@ -40,6 +40,7 @@ type Metrics struct {
 	resized       *prometheus.CounterVec
 	backfillTotal *prometheus.GaugeVec
 	backfillDone  *prometheus.GaugeVec
+	violations    *prometheus.CounterVec
 
 	slotLag      prometheus.Gauge
 	slotRetained prometheus.Gauge
@@ -48,27 +49,29 @@ type Metrics struct {
 	walStatus    *prometheus.GaugeVec
 	slotReadAt   prometheus.Gauge
 
-	topics topicLabels // the topic label's values
+	topics     labelValues // the topic label's values
+	eventTypes labelValues // the event_type label's values
 }
 
 // DefaultTopicLabels is how many topics get series of their own by
 // default; see LimitTopics.
 const DefaultTopicLabels = 1000
 
-// OtherTopic is the topic label of every topic beyond the limit.
+// OtherTopic is the topic label of every topic beyond the limit, and the
+// event_type label of every event type beyond the first 1000.
 const OtherTopic = "_other"
 
-// topicLabels bounds the values of the topic label: series are never
-// deleted, so each topic a row names would otherwise add series for the
-// life of the process. The first topics seen keep their own; the rest
-// share OtherTopic.
-type topicLabels struct {
+// labelValues bounds the values of a label taken from rows (a topic, an
+// event type): series are never deleted, so each value a row names would
+// otherwise add series for the life of the process. The first values seen
+// keep their own; the rest share OtherTopic.
+type labelValues struct {
 	mu    sync.Mutex
 	limit int
 	seen  map[string]struct{}
 }
 
-func (l *topicLabels) value(topic string) string {
+func (l *labelValues) value(topic string) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if _, ok := l.seen[topic]; ok {
@@ -129,7 +132,7 @@ func register(reg prometheus.Registerer, collectors []prometheus.Collector) erro
 
 // collectors are the metrics m updates itself, in registration order.
 func (m *Metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.published, m.deadLettered, m.publishErrors, m.latency, m.batch, m.requests, m.records, m.sentBytes, m.reconnects, m.deleted, m.marked, m.resized, m.backfillTotal, m.backfillDone,
+	return []prometheus.Collector{m.published, m.deadLettered, m.publishErrors, m.latency, m.batch, m.requests, m.records, m.sentBytes, m.reconnects, m.deleted, m.marked, m.resized, m.backfillTotal, m.backfillDone, m.violations,
 		m.slotLag, m.slotRetained, m.slotSafe, m.slotActive, m.walStatus, m.slotReadAt}
 }
 
@@ -166,6 +169,8 @@ func (m *Metrics) newPipelineMetrics() {
 		Help: "Backfilled rows acknowledged by Kafka (with every one before them), by outbox table."}, []string{"table"})
 	m.resized = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "partition_count_changes_total",
 		Help: "Times a topic's partition count was seen to change (events queued under the old count are delivered before keys are routed by the new one), by topic (as outbox_cdc_events_published_total's)."}, []string{"topic"})
+	m.violations = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "contract_violations_total",
+		Help: "Payloads their event type's contract (--contracts) refused, each dead-lettered with reason contract_violation, by event type (beyond the first 1000 types, under event_type=\"_other\")."}, []string{"event_type"})
 }
 
 // newSlotMetrics builds the gauges set from each poll of
@@ -250,6 +255,11 @@ func (m *Metrics) DeadLettered(reason string) { m.deadLettered.WithLabelValues(r
 // PartitionsChanged implements sink.Observer.
 func (m *Metrics) PartitionsChanged(topic string) {
 	m.resized.WithLabelValues(m.topics.value(topic)).Inc()
+}
+
+// ContractViolated implements sink.Observer.
+func (m *Metrics) ContractViolated(eventType string) {
+	m.violations.WithLabelValues(m.eventTypes.value(eventType)).Inc()
 }
 
 // ProduceFailed implements sink.Observer.

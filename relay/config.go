@@ -9,6 +9,7 @@ import (
 
 	"github.com/outbox-cdc/outbox-cdc/backfill"
 	"github.com/outbox-cdc/outbox-cdc/cleanup"
+	"github.com/outbox-cdc/outbox-cdc/contract"
 	"github.com/outbox-cdc/outbox-cdc/decode"
 	"github.com/outbox-cdc/outbox-cdc/sink"
 	"github.com/outbox-cdc/outbox-cdc/slot"
@@ -42,6 +43,8 @@ type Config struct {
 	// Topics is how topics are created, capped, and where rows that cannot
 	// be published go.
 	Topics Topics
+	// Contracts are the JSON Schemas payloads must meet to be published.
+	Contracts Contracts
 	// Cleanup is what becomes of a row once its event is in Kafka.
 	Cleanup cleanup.Policy
 	// BackfillForce runs each table's backfill again on an existing slot,
@@ -136,6 +139,11 @@ type Producer struct {
 	Envelope            sink.Envelope    // default raw
 	CloudEventsSource   string           // ce_source; empty: /outbox-cdc/ and the table
 	MetadataHeaders     bool             // commit LSN, xid and commit time headers
+	// Timestamp is the records' timestamp (--timestamp): column, the
+	// table's timestamp column (or the commit time when it has none), or
+	// commit, the transaction's commit time, which does not go back within
+	// a partition on one server (sink.TimestampCommit). Default column.
+	Timestamp sink.Timestamp
 }
 
 // Topics is how topics are created and capped, and what becomes of a row
@@ -157,6 +165,19 @@ type Topics struct {
 	DeadLetterTopic string
 }
 
+// Contracts are the payload contracts (package contract): a directory of
+// JSON Schema documents, one per event type, loaded and compiled once by
+// New. A payload its contract refuses is invalid (OnInvalid), with reason
+// contract_violation.
+type Contracts struct {
+	// Dir is the directory (--contracts); empty: payloads are not checked.
+	Dir string
+	// Unknown is what becomes of an event whose type has no contract
+	// (--contracts-unknown): allow (the default) publishes it, dead-letter
+	// makes it invalid (contract_missing).
+	Unknown contract.Unknown
+}
+
 // OnInvalid is what becomes of a row that cannot be published.
 type OnInvalid string
 
@@ -176,6 +197,7 @@ func Default() Config {
 		Table: decode.Table{Columns: decode.Columns{
 			ID: "id", AggregateType: "aggregate_type", AggregateID: "aggregate_id", EventType: "event_type",
 			Payload: "payload", Headers: "headers", Timestamp: "created_at",
+			NullPayload: decode.NullPayloadDeadLetter,
 		}},
 		Route:    Route{Topic: "outbox.event.{aggregate_type}"},
 		Backfill: backfill.Spec{Order: backfill.OrderAuto},
@@ -188,11 +210,12 @@ func Default() Config {
 			HeartbeatInterval: 10 * time.Second},
 		Producer: Producer{BatchSize: 1000, BatchTimeout: 7 * time.Millisecond, Compression: sink.CompressionLz4,
 			MaxMessageBytes: 1_000_000, MetadataMaxAge: time.Minute, MissingTopicTimeout: 30 * time.Second,
-			Envelope: sink.EnvelopeRaw},
+			Envelope: sink.EnvelopeRaw, Timestamp: sink.TimestampColumn},
 		Topics:   Topics{Create: true, AutoCreate: true, Max: 1000, OnInvalid: OnInvalidDLQ, DeadLetterTopic: "outbox.dlq"},
 		Cleanup:  cleanup.None,
 		Defaults: defaults,
 	}
+	c.Contracts.Unknown = contract.UnknownAllow
 	c.Tables = []Table{c.Table("public.outbox")}
 	return c
 }

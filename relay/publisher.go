@@ -48,7 +48,7 @@ func (r *Relay) newPublisher(ctx context.Context, track acker, hold func(context
 		MaxMessageBytes: pc.MaxMessageBytes, CreateTopics: cfg.Topics.Create, TopicSpec: cfg.Defaults.Route.Spec,
 		AutoCreateTopics: cfg.Topics.AutoCreate, MetadataMaxAge: pc.MetadataMaxAge, MissingTopicTimeout: pc.MissingTopicTimeout,
 		DeadLetterTopic: dlq, Envelope: pc.Envelope, CloudEventsSource: pc.CloudEventsSource, MetadataHeaders: pc.MetadataHeaders,
-		Security: r.security, Observer: r.metrics, Logger: r.log, Hold: hold,
+		Timestamp: pc.Timestamp, Contracts: r.contract, Security: r.security, Observer: r.metrics, Logger: r.log, Hold: hold,
 	}, func(token uint64, reason string, err error) {
 		switch {
 		case err != nil:

@@ -23,6 +23,7 @@ type Relay struct {
 	topics   map[string]sink.Topic // by table
 	topic    sink.Topic            // of events from logical decoding messages
 	security sink.Security
+	contract sink.Contracts // the payload contracts; nil: not checked
 	log      *slog.Logger
 	metrics  *metrics.Metrics
 	live     live
@@ -54,8 +55,9 @@ func WithRegisterer(reg prometheus.Registerer) Option { return func(o *options) 
 func WithVersion(v string) Option { return func(o *options) { o.version = v } }
 
 // New checks cfg (Default is a starting point) and returns a relay ready to
-// Run. It does no I/O: an unreachable server is reported by Run. A
-// configuration mistake is a *ConfigError.
+// Run. It reads local files only (TLS files, the contracts, compiled
+// here once): an unreachable server is reported by Run. A configuration
+// mistake, a contract that does not compile among them, is a *ConfigError.
 func New(cfg Config, opts ...Option) (*Relay, error) {
 	o := options{log: slog.Default(), version: "embedded"}
 	for _, opt := range opts {
@@ -77,6 +79,9 @@ func New(cfg Config, opts ...Option) (*Relay, error) {
 	r.topic = topic.Limit(limit)
 	var err error
 	if r.security, err = cfg.Security(); err != nil {
+		return nil, err
+	}
+	if r.contract, err = cfg.Contracts.contracts(); err != nil {
 		return nil, err
 	}
 	r.metrics, err = metrics.New(o.version, o.reg, metrics.Live{

@@ -49,7 +49,7 @@ const (
 	PartSlot                      // Slot, Messages.Prefix, the tables' names
 	PartTables                    // each table's mapping, route and marks
 	PartKafka                     // Kafka
-	PartTopics                    // Topics, and the route of messages (Defaults.Route)
+	PartTopics                    // Topics, and the route of messages (Defaults.Route); Contracts
 	PartStream                    // Stream, Producer, BackfillForce
 	PartCleanup                   // Cleanup, each table's backfill
 	PartAll      = PartPostgres | PartSlot | PartTables | PartKafka | PartTopics | PartStream | PartCleanup
@@ -67,7 +67,7 @@ func (c Config) ValidateParts(p Part) error {
 	}{
 		{PartPostgres, c.validatePostgres}, {PartSlot, c.validateSlot}, {PartTables, c.validateTables},
 		{PartKafka, c.Kafka.validate}, {PartTopics, c.validateTopics}, {PartStream, c.validateStream},
-		{PartCleanup, c.validateCleanup},
+		{PartCleanup, c.validateCleanup}, {PartTopics, c.Contracts.validate},
 	}
 	for _, ch := range checks {
 		if p&ch.part == 0 {
@@ -156,6 +156,12 @@ func (t Table) validate() error {
 		if r.v == "" {
 			return bad(r.flag, "--%s must name a column (table %s)", r.flag, q)
 		}
+	}
+	switch np := cols.NullPayload; {
+	case np != "" && np != decode.NullPayloadDeadLetter && np != decode.NullPayloadTombstone:
+		return bad("null-payload", "--null-payload %q (table %s): want dead-letter or tombstone", np, q)
+	case np == decode.NullPayloadTombstone && cols.AggregateID == "":
+		return bad("null-payload", "--null-payload=tombstone (table %s): the table has no key column (--column-aggregate-id), and a tombstone without a key deletes nothing", q)
 	}
 	names := map[string]bool{}
 	for _, h := range cols.HeaderColumns {
@@ -308,6 +314,8 @@ func (c Config) validateProducer() error {
 		return bad("missing-topic-timeout", "--missing-topic-timeout %s: want zero or more", p.MissingTopicTimeout)
 	case p.Envelope != sink.EnvelopeRaw && p.Envelope != sink.EnvelopeCloudEvents:
 		return bad("envelope", "--envelope %q: want raw or cloudevents", p.Envelope)
+	case p.Timestamp != sink.TimestampColumn && p.Timestamp != sink.TimestampCommit:
+		return bad("timestamp", "--timestamp %q: want column or commit", p.Timestamp)
 	case c.BackfillForce && !c.backfills():
 		return bad("backfill-force", "--backfill-force needs --backfill-where")
 	}

@@ -67,15 +67,16 @@ func (w *Writer) DeadLetterRow(ctx context.Context, rowErr *decode.InvalidRowErr
 }
 
 // deadLetterEvent dead-letters an event that decoded but cannot be
-// published, or returns perr without a dead-letter topic.
-func (w *Writer) deadLetterEvent(ctx context.Context, ev *decode.Event, topic string, token uint64, perr *Error) error {
+// published, with extra headers that say more of why (a contract's
+// location), or returns perr without a dead-letter topic.
+func (w *Writer) deadLetterEvent(ctx context.Context, ev *decode.Event, topic string, token uint64, perr *Error, extra ...kafka.Header) error {
 	if w.cfg.DeadLetterTopic == "" {
 		return perr
 	}
 	msg := kafka.Message{Key: []byte(ev.AggregateID), Value: ev.Payload, Time: ev.Time}
 	// The headers the event would have had, envelope included, so that a
 	// replay (package dlq) publishes it as it would have been.
-	msg.Headers = append(deadLetterHeaders(perr.Reason, perr.Err.Error(), ev.Table, ev.CommitLSN, topic), w.headers(ev)...)
+	msg.Headers = append(append(deadLetterHeaders(perr.Reason, perr.Err.Error(), ev.Table, ev.CommitLSN, topic), extra...), w.headers(ev)...)
 	if len(msg.Key) == 0 {
 		msg.Key = []byte(ev.ID)
 	}

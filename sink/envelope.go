@@ -24,6 +24,46 @@ const (
 	EnvelopeCloudEvents Envelope = "cloudevents"
 )
 
+// Timestamp is where a record's timestamp comes from.
+type Timestamp string
+
+// Timestamps.
+const (
+	// TimestampColumn is the row's timestamp column (decode.Event.Time),
+	// or the commit time when the table has none. created_at's now() is
+	// fixed when the writer's transaction starts, so records of one
+	// partition can go back in time: a transaction that started earlier
+	// may commit later.
+	TimestampColumn Timestamp = "column"
+	// TimestampCommit is the commit time of the row's transaction, as
+	// Postgres reports it (decode.Event.CommitTime): on one server it does
+	// not decrease in commit order, which is each partition's order, but
+	// for a clock stepped back or a failover to a server whose clock is
+	// behind.
+	TimestampCommit Timestamp = "commit"
+)
+
+// recordTime is ev's record timestamp under the writer's Timestamp.
+func (w *Writer) recordTime(ev *decode.Event) time.Time {
+	if w.cfg.Timestamp == TimestampCommit {
+		return ev.CommitTime
+	}
+	return ev.Time
+}
+
+// recordValue is ev's record value: nil, which Kafka keeps as a null
+// value, for a tombstone alone, so that compaction deletes its key; a
+// payload that is empty stays an empty value.
+func recordValue(ev *decode.Event) []byte {
+	switch {
+	case ev.Tombstone:
+		return nil
+	case ev.Payload == nil:
+		return []byte{}
+	}
+	return ev.Payload
+}
+
 // Ordering metadata headers (Config.MetadataHeaders), for consumers that
 // order or audit by transaction.
 const (

@@ -20,6 +20,16 @@ const (
 	ReasonInvalidRecord   = "invalid_record"    // the broker refused the record itself
 	ReasonTopicNotAllowed = "topic_not_allowed" // the routed topic does not match --topic-allow
 	ReasonTopicLimit      = "topic_limit"       // a new topic while --max-topics are in use
+	// The row's partition column (--column-partition) names a partition
+	// the topic does not have: negative, or at or past its count.
+	ReasonPartitionOutOfRange = "partition_out_of_range"
+	// The row's partition column's text is not an integer.
+	ReasonInvalidPartition = "invalid_partition"
+	// The payload does not meet its event type's contract (--contracts);
+	// HeaderContractError says where.
+	ReasonContractViolation = "contract_violation"
+	// The event type has no contract, and --contracts-unknown=dead-letter.
+	ReasonContractMissing = "contract_missing"
 )
 
 // Error is a failed publish, classified once here so that callers branch on

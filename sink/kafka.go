@@ -57,6 +57,13 @@ type Config struct {
 	CloudEventsSource string
 	// MetadataHeaders adds the commit LSN, transaction id and commit time.
 	MetadataHeaders bool
+	// Timestamp is where record timestamps come from: TimestampColumn
+	// (the default, also for "") or TimestampCommit.
+	Timestamp Timestamp
+	// Contracts, when set, checks each payload before it is published;
+	// what it refuses is dead-lettered (ReasonContractViolation,
+	// ReasonContractMissing). nil: no check.
+	Contracts Contracts
 	// Security is how the brokers are reached (TLS, SASL).
 	Security Security
 	// Observer is told each event's fate, for metrics; nil: none.
@@ -143,6 +150,9 @@ type meta struct {
 	commit time.Time // the event's commit time, for the latency metric
 	table  string    // the outbox table, for dead-letter headers
 	reason string    // of a dead letter (never dead-lettered again); empty for an event
+	// partition is the row's partition column, as text (see pick);
+	// empty: by the key.
+	partition string
 }
 
 // Transient produce failures are retried with capped, jittered backoff
@@ -198,7 +208,7 @@ func NewWriter(cfg Config, done Done) *Writer {
 // Publish hands ev to the writer; its fate reaches Done with token. It blocks
 // only while the broker cannot be asked where the topic's partitions are,
 // retrying with capped, jittered backoff until ctx ends. An event that can
-// never be published (a topic name Kafka rejects, or the route's allow-list
+// never be published (a payload its contract refuses, a topic name Kafka rejects, or the route's allow-list
 // or topic cap refuses, too large, a topic that does not exist) is
 // dead-lettered instead, or, without a dead-letter topic,
 // returned as a permanent *Error. Any other error means ev was not handed
@@ -209,6 +219,9 @@ func (w *Writer) Publish(ctx context.Context, ev *decode.Event, token uint64) er
 		route = w.cfg.Topic
 	}
 	topic := route.Name(ev)
+	if refused, err := w.enforceContract(ctx, ev, topic, token); refused {
+		return err
+	}
 	// Before anything is kept per topic: a refused name leaves no trace.
 	if perr := route.admit(topic, w.cfg.DeadLetterTopic); perr != nil {
 		return w.deadLetterEvent(ctx, ev, topic, token, perr)
@@ -227,10 +240,10 @@ func (w *Writer) Publish(ctx context.Context, ev *decode.Event, token uint64) er
 	msg := kafka.Message{
 		Topic:      topic,
 		Key:        key,
-		Value:      ev.Payload,
+		Value:      recordValue(ev),
 		Headers:    w.headers(ev),
-		Time:       ev.Time,
-		WriterData: meta{token: token, lsn: ev.CommitLSN, commit: ev.CommitTime, table: ev.Table},
+		Time:       w.recordTime(ev),
+		WriterData: meta{token: token, lsn: ev.CommitLSN, commit: ev.CommitTime, table: ev.Table, partition: ev.Partition},
 	}
 	if n := recordSize(&msg); n > w.cfg.MaxMessageBytes {
 		return w.deadLetterEvent(ctx, ev, topic, token, &Error{Topic: topic, Reason: ReasonMessageTooLarge,

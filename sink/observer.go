@@ -24,6 +24,9 @@ type Observer interface {
 	ProduceFailed(kind string)
 	// PartitionsChanged reports that topic's partition count changed.
 	PartitionsChanged(topic string)
+	// ContractViolated reports one payload its event type's contract
+	// refused (Config.Contracts); the event is dead-lettered too.
+	ContractViolated(eventType string)
 }
 
 type nopObserver struct{}
@@ -34,6 +37,7 @@ func (nopObserver) Request(int, int)          {}
 func (nopObserver) Sent(int)                  {}
 func (nopObserver) ProduceFailed(string)      {}
 func (nopObserver) PartitionsChanged(string)  {}
+func (nopObserver) ContractViolated(string)   {}
 
 // acked tells the observer about acknowledged events; dead letters are
 // counted when they are made.

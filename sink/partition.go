@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -40,11 +41,10 @@ func (w *Writer) enqueue(ctx context.Context, msg kafka.Message) error {
 	if w.closed.Load() {
 		return &Error{Topic: msg.Topic, Err: errors.New("writer closed")}
 	}
-	c, err := w.route(ctx, msg.Topic) // mu held on success
+	c, id, err := w.place(ctx, &msg) // mu held on success
 	if err != nil {
 		return err
 	}
-	id := w.choose(&msg, c.ids)
 	tp := topicPartition{msg.Topic, id}
 	if w.closed.Load() {
 		// Checked again under mu: a sender stops, under mu, only once the
@@ -105,6 +105,49 @@ func (w *Writer) route(ctx context.Context, topic string) (topicCount, error) {
 	}
 }
 
+// place routes msg's topic (see route) and returns its partition, with mu
+// held on success. A partition named by the row and out of range is asked
+// again once, from a fresh lookup: the topic may have just grown.
+func (w *Writer) place(ctx context.Context, msg *kafka.Message) (topicCount, int, error) {
+	for fresh := false; ; fresh = true {
+		c, err := w.route(ctx, msg.Topic)
+		if err != nil {
+			return topicCount{}, 0, err
+		}
+		id, err := w.pick(msg, c.ids)
+		if err == nil {
+			return c, id, nil
+		}
+		w.mu.Unlock()
+		var perr *Error
+		if fresh || !errors.As(err, &perr) || perr.Reason != ReasonPartitionOutOfRange {
+			return topicCount{}, 0, err
+		}
+		w.forget(msg.Topic)
+	}
+}
+
+// pick returns msg's partition among ids: the one its row's partition
+// column names (meta.partition), else its key's (choose). A name that is
+// not an integer, or not a partition of the topic, is an *Error with its
+// reason: the event is dead-lettered. Called with mu held.
+func (w *Writer) pick(msg *kafka.Message, ids []int) (int, error) {
+	m, _ := msg.WriterData.(meta)
+	if m.partition == "" {
+		return w.choose(msg, ids), nil
+	}
+	n, err := strconv.ParseInt(m.partition, 10, 32)
+	switch {
+	case errors.Is(err, strconv.ErrSyntax):
+		return 0, &Error{Topic: msg.Topic, Reason: ReasonInvalidPartition,
+			Err: fmt.Errorf("the partition column's value %q is not an integer (--column-partition)", m.partition)}
+	case err != nil || n < 0 || n >= int64(len(ids)):
+		return 0, &Error{Topic: msg.Topic, Reason: ReasonPartitionOutOfRange,
+			Err: fmt.Errorf("the partition column names partition %s; the topic has %d, 0 to %d (--column-partition)", m.partition, len(ids), len(ids)-1)}
+	}
+	return int(n), nil
+}
+
 // assign moves p to leader's sender, starting that sender on first use.
 // Called with mu held.
 func (w *Writer) assign(p *partition, leader int32) {
@@ -123,8 +166,9 @@ func (w *Writer) assign(p *partition, leader int32) {
 	s.signal()
 }
 
-// partitionOf returns the partition of msg's key in its topic, as the Java
-// client would choose it (murmur2 over the partition count).
+// partitionOf returns msg's partition in its topic: the one its row names,
+// else its key's, as the Java client would choose it (murmur2 over the
+// partition count).
 func (w *Writer) partitionOf(ctx context.Context, msg *kafka.Message) (int, error) {
 	c, err := w.partitionIDs(ctx, msg.Topic)
 	if err != nil {
@@ -132,7 +176,7 @@ func (w *Writer) partitionOf(ctx context.Context, msg *kafka.Message) (int, erro
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.choose(msg, c.ids), nil
+	return w.pick(msg, c.ids)
 }
 
 // choose returns msg's partition among ids: by murmur2 of its key, as the

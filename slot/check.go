@@ -214,6 +214,9 @@ func columnRoles(c decode.Columns) []columnRole {
 	for _, name := range c.TopicColumns {
 		roles = append(roles, columnRole{flag: "topic", name: name})
 	}
+	if c.Partition != "" {
+		roles = append(roles, columnRole{flag: "column-partition", name: c.Partition}) // any type whose text is an integer
+	}
 	return roles
 }
 

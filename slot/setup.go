@@ -77,6 +77,9 @@ func required(c decode.Columns) []string {
 	for _, h := range c.HeaderColumns {
 		cols = append(cols, h.Column)
 	}
+	if c.Partition != "" {
+		cols = append(cols, c.Partition)
+	}
 	return append(cols, c.TopicColumns...)
 }
 

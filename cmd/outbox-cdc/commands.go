@@ -25,6 +25,11 @@ func check(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, red
 		return exitUsage
 	}
 	if r.Offline {
+		// The items that need no server: the contracts, compiled.
+		if failed := checklist.Print(stdout, r.Items); failed > 0 {
+			fmt.Fprintf(stdout, "\noutbox-cdc check --offline: %d of %d checks failed; no server was asked\n", failed, len(r.Items))
+			return exitUsage
+		}
 		fmt.Fprintf(stdout, "outbox-cdc check --offline: the configuration is valid (postgres %s, kafka %s, tables %s); no server was asked\n",
 			r.Postgres, strings.Join(r.Brokers, ","), r.Tables)
 		return exitOK

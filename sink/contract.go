@@ -1,0 +1,66 @@
+package sink
+
+import (
+	"context"
+	"errors"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/outbox-cdc/outbox-cdc/decode"
+)
+
+// Contracts checks each event's payload against its event type's contract
+// before it is published (package contract's Set does, from --contracts).
+// Declared here with the one method Publish calls, so that sink knows
+// nothing of JSON Schema.
+type Contracts interface {
+	// Validate returns nil when payload may be published as eventType,
+	// otherwise why not. The error may answer, through the methods of
+	// refusal, whether the type has no contract at all and where the
+	// payload fails.
+	Validate(eventType string, payload []byte) error
+}
+
+// HeaderContractError is a contract violation's dead-letter header: where
+// the payload fails, as JSON Schema's output formats name it, in a small
+// JSON object: {"instanceLocation":"/amount","keywordLocation":
+// "/properties/amount/type"}, with "absoluteKeywordLocation" (file#pointer)
+// when a $ref led into another file. Both locations are empty when the
+// payload is not JSON. outbox_cdc.error says what failed, for people.
+const HeaderContractError = "outbox_cdc.contract_error"
+
+// refusal is what a Contracts error may say of itself (contract.Violation
+// does).
+type refusal interface {
+	MissingContract() bool // no contract for the event type: ReasonContractMissing
+	Location() string      // for HeaderContractError; empty: none
+}
+
+// enforceContract dead-letters ev when its contract refuses it (or, without
+// a dead-letter topic, returns the permanent *Error) and reports refused;
+// a tombstone has no payload to check. A violation is counted by event
+// type once its dead letter is handed over, or once it stops the stream.
+func (w *Writer) enforceContract(ctx context.Context, ev *decode.Event, topic string, token uint64) (refused bool, err error) {
+	if w.cfg.Contracts == nil || ev.Tombstone {
+		return false, nil
+	}
+	verr := w.cfg.Contracts.Validate(ev.EventType, ev.Payload)
+	if verr == nil {
+		return false, nil
+	}
+	perr := &Error{Topic: topic, Reason: ReasonContractViolation, Err: verr}
+	var extra []kafka.Header
+	var r refusal
+	if errors.As(verr, &r) {
+		if r.MissingContract() {
+			perr.Reason = ReasonContractMissing
+		} else if loc := r.Location(); loc != "" {
+			extra = []kafka.Header{{Key: HeaderContractError, Value: []byte(loc)}}
+		}
+	}
+	err = w.deadLetterEvent(ctx, ev, topic, token, perr, extra...)
+	if perr.Reason == ReasonContractViolation && (err == nil || w.cfg.DeadLetterTopic == "") {
+		w.cfg.Observer.ContractViolated(ev.EventType)
+	}
+	return true, err
+}
