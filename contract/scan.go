@@ -322,7 +322,7 @@ func (s *scanner) number(n *node) bool {
 		return false
 	}
 	lit := s.b[start:s.i]
-	if !integer && hugeExponent(lit) {
+	if hugeExponent(lit) {
 		return false // refused by decodeJSON
 	}
 	for _, b := range n.bounds {

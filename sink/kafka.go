@@ -219,8 +219,12 @@ func (w *Writer) Publish(ctx context.Context, ev *decode.Event, token uint64) er
 		route = w.cfg.Topic
 	}
 	topic := route.Name(ev)
-	if refused, err := w.enforceContract(ctx, ev, topic, token); refused {
-		return err
+	// A payload too large for any record is dead-lettered as such below,
+	// without reading it against its contract first.
+	if len(ev.Payload) <= w.cfg.MaxMessageBytes {
+		if refused, err := w.enforceContract(ctx, ev, topic, token); refused {
+			return err
+		}
 	}
 	// Before anything is kept per topic: a refused name leaves no trace.
 	if perr := route.admit(topic, w.cfg.DeadLetterTopic); perr != nil {
