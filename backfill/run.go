@@ -79,18 +79,30 @@ func (p *Plan) table(ctx context.Context, snap *Snapshot, j job, entry Entry) er
 	p.log.Info("backfilling", slog.String("table", j.table.Qualified()), slog.String("where", j.where.String()),
 		slog.String("order", string(st.Order)), slog.Int64("rows", remaining))
 	f := p.newFeed(st, entry)
-	// A publish failure ends the read at once: the window never frees past
-	// a failed row, and the rest of a large result set is not read.
+	readErr := readUntilFailure(ctx, entry.Failure(), func(readCtx context.Context) error {
+		return snap.Rows(readCtx, read, func(rel *pglogrepl.RelationMessage, values [][]byte, key Key) error {
+			return f.row(readCtx, rel, values, key)
+		})
+	})
+	return f.finish(ctx, readErr)
+}
+
+// readUntilFailure runs read under a context that ends with ctx or at the
+// first publish failure (failure, Entry.Failure), whichever comes first. A
+// failure must end the read at once, even one waiting on the server for its
+// next row (a sparse predicate over a large table): the window never frees
+// past a failed row, and the rest of the result set would be read for
+// nothing. A read cut short by the failure returns nil: the drain reports
+// the failure itself.
+func readUntilFailure(ctx, failure context.Context, read func(context.Context) error) error {
 	readCtx, stopReading := context.WithCancel(ctx)
 	defer stopReading()
-	defer context.AfterFunc(entry.Failure(), stopReading)()
-	readErr := snap.Rows(readCtx, read, func(rel *pglogrepl.RelationMessage, values [][]byte, key Key) error {
-		return f.row(readCtx, rel, values, key)
-	})
-	if ctx.Err() == nil && entry.Failure().Err() != nil && errors.Is(readErr, context.Canceled) {
-		readErr = nil // the read cut short by the failure, which the drain reports
+	defer context.AfterFunc(failure, stopReading)()
+	err := read(readCtx)
+	if ctx.Err() == nil && failure.Err() != nil && errors.Is(err, context.Canceled) {
+		return nil
 	}
-	return f.finish(ctx, readErr)
+	return err
 }
 
 // count counts read's rows; -1 when counting took too long (the total

@@ -244,6 +244,15 @@ type harness struct {
 
 // testConfig is the configuration tests start from: a status deadline every
 // 100 ms, a status update at least every 10 s, silence tolerated for 30 s.
+// runReceiving runs a stream of testConfig with receive as its
+// ReceiveTimeout, from start, without a handler.
+func runReceiving(t *testing.T, receive time.Duration) *harness {
+	t.Helper()
+	cfg := testConfig()
+	cfg.ReceiveTimeout = receive
+	return run(t, cfg, start, nil)
+}
+
 func testConfig() StreamConfig {
 	return StreamConfig{
 		Slot: "outbox", Publication: "outbox", StatusInterval: 10 * time.Second,

@@ -122,9 +122,8 @@ func TestStatusSchedule(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
+				h := runReceiving(t, tt.receive)
 				cfg := testConfig()
-				cfg.ReceiveTimeout = tt.receive
-				h := run(t, cfg, start, nil)
 				h.conn.answerAsks()
 				var confirmed []pglogrepl.LSN
 				for i, at := range tt.moves {
@@ -246,9 +245,7 @@ func TestRunEnds(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				cfg := testConfig()
-				cfg.ReceiveTimeout = tt.receive
-				h := run(t, cfg, start, nil)
+				h := runReceiving(t, tt.receive)
 				tt.push(h)
 				ended, err := h.ended(time.Minute)
 				if !ended {
