@@ -10,7 +10,7 @@ PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 IMAGE_PLATFORMS ?= linux/amd64 linux/arm64
 RELEASE := VERSION=$(VERSION) COMMIT=$(COMMIT) PLATFORMS="$(PLATFORMS)" IMAGE_PLATFORMS="$(IMAGE_PLATFORMS)" scripts/release.sh
 
-.PHONY: build dist image image-context release setup setup-tests demo test test-cluster test-matrix test-analytics test-short bench bench-compare bench-messages fuzz clean
+.PHONY: build dist image image-context release setup setup-tests demo test test-cluster test-faults test-matrix test-analytics test-engine test-short bench bench-analytics bench-compare bench-messages fuzz clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/outbox-cdc ./cmd/outbox-cdc
@@ -57,6 +57,12 @@ test: setup-tests
 test-cluster:
 	$(GO) test -tags cluster -race -count=1 -timeout 14m ./test/cluster/
 
+# The fault tests that take half a minute or more each (a broker killed for
+# a while, 20 kill -9 under load): make test skips them; .ci/run runs them
+# after make test (about 2 minutes).
+test-faults: setup-tests
+	OUTBOX_CDC_TEST_FAULTS=1 $(GO) test -race -count=1 -timeout 8m -run 'TestBrokerOutage|TestRepeatedCrashes' ./test/integration/
+
 # The tests whose outcome can depend on the PostgreSQL version (slots,
 # pgoutput, snapshots, failover slots, TLS, the backfill's SQL), on every other
 # supported major: make test runs them all on 15 (about 2 minutes a version;
@@ -66,16 +72,42 @@ CORE := TestEndToEnd|TestMessages$$|TestLeastPrivilegeRole|TestStartupErrors|Tes
 test-matrix: setup-tests
 	set -e; for v in $(MATRIX); do echo "== PostgreSQL $$v"; PG_VERSION=$$v $(GO) test -race -count=1 -timeout 8m -run '$(CORE)' ./test/integration/; done
 
-# The analytics tests that wait on the broker (a compacted topic's cleaner:
-# about a minute); make test runs the same tests without that wait.
+# The analytics tests that wait: a compacted topic's cleaner (make test runs
+# the same test without that wait), one of two clusters down for 30 s
+# beside the other's relay (two relays, one outbox, --where), and a real
+# schema registry (Apicurio Registry 3 from Maven Central; it needs Java 21+,
+# which scripts/apicurio.sh finds, or APICURIO_VERSION=2.6.13.Final on Java
+# 17). About 3 minutes.
 test-analytics: setup-tests
-	OUTBOX_CDC_TEST_COMPACTION=1 $(GO) test -race -count=1 -timeout 5m -run 'TestTombstonesCompact' ./test/integration/
+	scripts/apicurio.sh fetch
+	OUTBOX_CDC_TEST_COMPACTION=1 OUTBOX_CDC_TEST_TARGETS=1 OUTBOX_CDC_TEST_REGISTRY=1 $(GO) test -race -count=1 -timeout 8m -run 'TestTombstonesCompact|TestTargetsOutage|TestSchemaRegistry$$' ./test/integration/
+
+# Apache Spark (pyspark from PyPI, its Kafka source from Maven Central; ~380 MB
+# under ~/.cache/outbox-cdc, ~30 s, once) counts a topic's structured
+# CloudEvents by type, read_committed, after a kill -9 of the relay: distinct
+# ids = committed rows per type (about 30 s once installed).
+test-engine: setup-tests
+	SETUP_ENGINE=1 scripts/setup.sh
+	scripts/analytics/spark.sh fetch
+	OUTBOX_CDC_TEST_ENGINE=1 $(GO) test -race -count=1 -timeout 20m -run 'TestEngine' ./test/integration/
 
 test-short:
 	$(GO) test -short -race -count=1 ./...
 
+# The default scenarios, then what contracts and the structured envelopes
+# cost per event (bench-analytics).
 bench:
 	$(GO) run ./cmd/outbox-bench
+	$(MAKE) bench-analytics
+
+# outbox-cdc as it ships beside the same relay with payload contracts (the
+# bench's own contract, contract/testdata/bench) and with each structured
+# envelope: a 100,000-event drain and 5,000 tx/s, 3 rounds in rotated order,
+# with CPU per event of the relay, the walsender and the broker (about 12
+# minutes).
+ANALYTICS_VARIANTS := outbox-cdc,outbox-cdc+--contracts=$(CURDIR)/contract/testdata/bench+name:contracts,outbox-cdc+--envelope=cloudevents-structured+name:cloudevents-structured,outbox-cdc+--envelope=connect-json+name:connect-json
+bench-analytics:
+	$(GO) run ./cmd/outbox-bench -compare -contenders "$(ANALYTICS_VARIANTS)" -loads 5000x1 -runs 3 -phase 20s -backlog 100000 -ceiling=false -out bench-results/analytics
 
 # outbox-cdc beside Debezium (resolved by scripts/debezium.sh) on one Postgres
 # and broker, 3 rounds in alternating order (about 25 minutes; CI does not run it).

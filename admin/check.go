@@ -97,6 +97,7 @@ func Check(ctx context.Context, cfg relay.Config, opts ...CheckOption) (CheckRep
 				cfg.Messages.Prefix, cfg.Defaults.Route.Topic)})
 	}
 	items = append(items, contracts...)
+	items = append(items, checkRegistry(ctx, cfg)...)
 	if o.transport != nil {
 		items = append(items, o.transport[1])
 	}

@@ -127,6 +127,7 @@ func Apply(ctx context.Context, cfg relay.Config, p SetupPlan, conn *pgx.Conn) (
 			done.Topics = append(done.Topics, TopicResult{t, created})
 		}
 	}
+	pinned := false
 	for _, s := range p.Statements {
 		if strings.HasPrefix(s, "--") {
 			continue
@@ -134,10 +135,25 @@ func Apply(ctx context.Context, cfg relay.Config, p SetupPlan, conn *pgx.Conn) (
 		if conn == nil {
 			return done, errors.New("no connection to postgres to run the statements on: set --postgres-url")
 		}
-		if _, err := conn.Exec(ctx, s); err != nil {
+		if !pinned { // a --where's strings read as Parse read them
+			if err := execOne(ctx, conn, "SET standard_conforming_strings = on"); err != nil {
+				return done, fmt.Errorf("set standard_conforming_strings: %w", err)
+			}
+			pinned = true
+		}
+		if err := execOne(ctx, conn, s); err != nil {
 			return done, fmt.Errorf("%s: %w", s, err)
 		}
 		done.Statements = append(done.Statements, s)
 	}
 	return done, nil
+}
+
+// execOne runs sql on the extended protocol, which runs one statement
+// alone: a statement holding a --where row filter cannot carry a second
+// one (pgx's Exec without arguments uses the simple protocol, which runs
+// them all).
+func execOne(ctx context.Context, conn *pgx.Conn, sql string) error {
+	_, err := conn.PgConn().ExecParams(ctx, sql, nil, nil, nil, nil).Close()
+	return err
 }

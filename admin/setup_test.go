@@ -68,6 +68,8 @@ func TestPlanForAFreshDatabase(t *testing.T) {
 			}),
 			want:   append([]string{pub, roleNote, alterRole, usage, emit, `GRANT SELECT, DELETE ON "public"."outbox" TO "relay";`}, backfillTable...),
 			topics: []Topic{dlq, {Name: "fixed.topic"}}},
+		{name: "a row filter, rendered from its tokens", cfg: config(func(c *relay.Config) { c.Tables[0].Where = "target_broker = 'partner' -- the partner's" }),
+			want: []string{`CREATE PUBLICATION "outbox_cdc" FOR TABLE "public"."outbox" WHERE (target_broker = 'partner') WITH (publish = 'insert');`, slot}},
 		{name: "backfill without a role: no progress table", cfg: config(func(c *relay.Config) { c.Tables[0].Backfill.Where = "true" }),
 			want: []string{pub}},
 		{name: "a template names no topic; no dead-letter topic", want: []string{pub, slot},

@@ -43,6 +43,11 @@ type Spec struct {
 	// before streaming begins (checked by CheckPredicate before any use);
 	// empty: no backfill.
 	Where string
+	// RowFilter is the table's publication row filter (--where), empty for
+	// none: the rows it leaves out never reach this relay's slot (another
+	// relay, on another slot, publishes them), so the backfill leaves them
+	// out too.
+	RowFilter string
 	// Order is the order rows are read in; default auto.
 	Order Order
 }

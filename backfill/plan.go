@@ -111,7 +111,11 @@ func checkJobs(ctx context.Context, conn *pgx.Conn, cfg Config) ([]job, error) {
 			continue
 		}
 		tb := cfg.Target.Tables[i]
-		where, err := CheckPredicate(ctx, conn, tb, spec.Where)
+		narrowed, err := withRowFilter(spec.Where, spec.RowFilter)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", slot.ErrNotReady, tb.Qualified(), err)
+		}
+		where, err := CheckPredicate(ctx, conn, tb, narrowed)
 		if err != nil {
 			return nil, err
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outbox-cdc/outbox-cdc/decode"
+	"github.com/outbox-cdc/outbox-cdc/internal/predicate"
 	"github.com/outbox-cdc/outbox-cdc/slot"
 )
 
@@ -21,63 +22,32 @@ import (
 // predicate reaches a query (Snapshot.Count, Snapshot.Rows), always inside
 // parentheses, on the extended protocol (one statement per query), in a
 // read-only transaction, with the relay's role.
-type Predicate struct {
-	expr  string
-	funcs []string // names called as functions
-	ops   []string // operators used
+type Predicate = predicate.Expr
+
+// ParsePredicate judges where without a server (predicate.Parse): one
+// expression, no statement separator, no parameter, no subquery.
+// CheckPredicate goes on with what only the server can tell.
+func ParsePredicate(where string) (Predicate, error) {
+	return predicate.Parse("--backfill-where", where)
 }
 
-// String returns the expression as given.
-func (p Predicate) String() string { return p.expr }
-
-// keywords that begin or join a query: a predicate holding one of them
-// could read another relation, so it is refused before any server sees it
-// (a quoted identifier of the same spelling is fine).
-var queryKeywords = []string{"select", "union", "intersect", "except", "values", "table", "with", "into", "returning", "lateral"}
-
-// ParsePredicate judges where without a server: it must lex as one
-// expression (no statement separator, no parameter, parentheses that never
-// close more than they open, no query keyword). CheckPredicate goes on with
-// what only the server can tell.
-func ParsePredicate(where string) (Predicate, error) {
-	p := Predicate{expr: where}
-	fail := func(format string, a ...any) (Predicate, error) {
-		return Predicate{}, fmt.Errorf("--backfill-where %q: %s", where, fmt.Sprintf(format, a...))
+// withRowFilter is where narrowed to the rows filter (a --where, the
+// table's publication row filter) lets through, both in their rendered
+// forms (predicate.Expr.SQL: tokens alone, no comment), so that one cannot
+// reach into the other; where alone when filter is empty.
+func withRowFilter(where, filter string) (string, error) {
+	if filter == "" {
+		return where, nil
 	}
-	toks, err := lexExpr(where)
+	w, err := ParsePredicate(where)
 	if err != nil {
-		return fail("%v", err)
+		return "", err
 	}
-	if len(toks) == 0 {
-		return fail("empty")
+	f, err := predicate.Parse("--where", filter)
+	if err != nil {
+		return "", err
 	}
-	depth := map[string]int{"(": 0, "[": 0}
-	closes := map[string]string{")": "(", "]": "["}
-	for i, t := range toks {
-		switch {
-		case t.kind == tokPunct && t.text == ";":
-			return fail("a semicolon: the predicate must be one expression, not statements")
-		case t.kind == tokParam:
-			return fail("parameter %s: write the value itself", t.text)
-		case t.kind == tokWord && slices.Contains(queryKeywords, t.text):
-			return fail("%q: a subquery or another statement is not allowed; the predicate is one boolean expression over the outbox table's own columns", strings.ToUpper(t.text))
-		case t.kind == tokPunct && (t.text == "(" || t.text == "["):
-			depth[t.text]++
-		case t.kind == tokPunct && closes[t.text] != "":
-			if depth[closes[t.text]]--; depth[closes[t.text]] < 0 {
-				return fail("%q closes what it did not open", t.text)
-			}
-		case t.kind == tokOp && t.text != "::":
-			p.ops = append(p.ops, t.text)
-		}
-		if (t.kind == tokWord || t.kind == tokQuoted) && i+1 < len(toks) && toks[i+1].kind == tokPunct && toks[i+1].text == "(" {
-			p.funcs = append(p.funcs, t.text)
-		}
-	}
-	if depth["("] != 0 || depth["["] != 0 {
-		return fail("unbalanced parentheses or brackets")
-	}
-	return p, nil
+	return "(" + w.SQL() + ") AND (" + f.SQL() + ")", nil
 }
 
 // predicateTimeout bounds CheckPredicate's statements.
@@ -120,7 +90,7 @@ func CheckPredicate(ctx context.Context, conn *pgx.Conn, tb decode.Table, where 
 		return fail("calls %s, which is volatile: the predicate may call only immutable and stable functions and operators", strings.Join(volatile, ", "))
 	}
 	var plan []byte
-	err = tx.QueryRow(ctx, fmt.Sprintf("EXPLAIN (VERBOSE, FORMAT JSON) SELECT * FROM %s WHERE (%s)", quoted(tb), p.expr), pgx.QueryExecModeExec).Scan(&plan)
+	err = tx.QueryRow(ctx, fmt.Sprintf("EXPLAIN (VERBOSE, FORMAT JSON) SELECT * FROM %s WHERE (%s)", quoted(tb), p.SQL()), pgx.QueryExecModeExec).Scan(&plan)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		return fail("%s", strings.TrimSpace(pgErr.Message))
@@ -142,7 +112,7 @@ func volatileNames(ctx context.Context, tx pgx.Tx, p Predicate) ([]string, error
 		UNION
 		SELECT DISTINCT 'operator ' || o.oprname FROM pg_operator o JOIN pg_proc p ON p.oid = o.oprcode
 		WHERE o.oprname = ANY($2::text[]) AND p.provolatile = 'v'
-		ORDER BY 1`, p.funcs, p.ops)
+		ORDER BY 1`, p.Funcs(), p.Ops())
 	if err != nil {
 		return nil, err
 	}

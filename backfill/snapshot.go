@@ -141,7 +141,7 @@ func (r *Read) prepare(ctx context.Context, conn *pgx.Conn) error {
 	if r.exprs, err = r.Order.exprs(r.Table, types); err != nil {
 		return err
 	}
-	r.condition = "(" + r.Where.expr + ")"
+	r.condition = "(" + r.Where.SQL() + ")" // rendered: no comment can swallow what follows
 	for _, b := range []struct {
 		key  *Key
 		form string
@@ -195,7 +195,7 @@ func (s *Snapshot) Count(ctx context.Context, r *Read) (int64, error) {
 	sql := fmt.Sprintf("SELECT count(*) FROM %s WHERE %s", quoted(r.Table), r.condition)
 	err := s.conn.QueryRow(ctx, sql, append([]any{pgx.QueryExecModeExec}, r.args...)...).Scan(&n)
 	if err != nil {
-		return 0, fmt.Errorf("count rows of %s where %s: %w", quoted(r.Table), r.Where.expr, err)
+		return 0, fmt.Errorf("count rows of %s where %s: %w", quoted(r.Table), r.Where.String(), err)
 	}
 	return n, s.NoTimeout(ctx)
 }

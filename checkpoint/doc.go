@@ -5,4 +5,9 @@
 // of the newest transaction whose events, and all before them, are acked.
 // Tracking also bounds the work in flight, by count and by bytes, so that
 // reading the WAL pauses instead of memory growing.
+//
+// For exactly-once delivery it also keeps the checkpoint record a Kafka
+// transaction carries in a compacted topic (Record, EnsureTopic), reads the
+// last committed one back (ReadLast), and decides with the slot where a
+// restart begins (Resume).
 package checkpoint

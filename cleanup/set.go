@@ -28,7 +28,7 @@ const (
 )
 
 // ParseSet reads COLUMN=VALUE, VALUE being now(), true, false, an integer,
-// a single-quoted string (” for a quote inside), or, when dead, reason.
+// a single-quoted string (a quote inside doubled), or, when dead, reason.
 func ParseSet(s string, dead bool) (Set, error) {
 	col, v, ok := strings.Cut(s, "=")
 	if !ok || col == "" || v == "" {

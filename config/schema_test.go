@@ -222,7 +222,7 @@ func property(fl *flag.Flag, more string) map[string]any {
 var enums = map[string][]string{
 	"slot-failover": {"auto", "true", "false"}, "null-key": {NullKeyDeadLetter, NullKeyAllow},
 	"kafka-sasl-mechanism": {"", "plain", "scram-sha-256", "scram-sha-512"}, "on-invalid": {"dlq", "fail"},
-	"kafka-compression": {"none", "gzip", "snappy", "lz4", "zstd"}, "envelope": {"raw", "cloudevents"},
+	"kafka-compression": {"none", "gzip", "snappy", "lz4", "zstd"}, "envelope": {"raw", "cloudevents", "cloudevents-structured", "connect-json"},
 	"cleanup": {"none", "delete-after-publish", "mark"}, "backfill-order": {"auto", "commit", "timestamp", "id"},
 	"log-format": {"text", "json"}, "log-level": {"debug", "info", "warn", "error"},
 	"null-payload": {"dead-letter", "tombstone"}, "timestamp": {"column", "commit"},

@@ -34,6 +34,7 @@ type contract struct {
 	url    string // the file's URL, which locations are relative to
 	schema *jsonschema.Schema
 	screen *screen // the fast path; nil: jsonschema alone
+	doc    []byte  // the file as read, for a schema registry
 }
 
 // EventTypes returns the event types that have a contract, sorted.
@@ -44,6 +45,15 @@ func (s *Set) EventTypes() []string {
 	}
 	sort.Strings(types)
 	return types
+}
+
+// Document returns eventType's contract as its file held it when the Set
+// was loaded (what a schema registry is given: the very schema payloads
+// were checked against, even if the file changed since), and whether the
+// type has a contract.
+func (s *Set) Document(eventType string) ([]byte, bool) {
+	c, ok := s.contracts[eventType]
+	return c.doc, ok
 }
 
 // Validate returns nil when payload meets eventType's contract, or when the

@@ -77,7 +77,7 @@ func Load(dir string, unknown Unknown) (*Set, error) {
 	if err != nil {
 		return nil, fmt.Errorf("contracts directory %s: %w", dir, err)
 	}
-	l := &loading{dir: dir, abs: abs, base: fileURL(abs) + "/", docs: map[string]any{}, unread: map[string]bool{}}
+	l := &loading{dir: dir, abs: abs, base: fileURL(abs) + "/", docs: map[string]any{}, raw: map[string][]byte{}, unread: map[string]bool{}}
 	if err := l.read(); err != nil {
 		return nil, err
 	}
@@ -96,7 +96,7 @@ func Load(dir string, unknown Unknown) (*Set, error) {
 			l.fail(types[t], fmt.Errorf("contract of %s: %w", t, compileError(err)))
 			continue
 		}
-		set.contracts[t] = contract{file: types[t], url: url, schema: sch, screen: newScreen(sch)}
+		set.contracts[t] = contract{file: types[t], url: url, schema: sch, screen: newScreen(sch), doc: l.raw[types[t]]}
 	}
 	if len(l.problems) > 0 {
 		return nil, &LoadError{Dir: dir, Problems: l.problems}
@@ -133,8 +133,9 @@ func compileError(err error) error {
 // loading is one Load's state.
 type loading struct {
 	dir, abs, base string
-	docs           map[string]any  // every *.json file, by path relative to abs
-	unread         map[string]bool // *.json files that are not JSON (a problem already)
+	docs           map[string]any    // every *.json file, by path relative to abs
+	raw            map[string][]byte // docs' bytes as read, registered as they are (Set.Document)
+	unread         map[string]bool   // *.json files that are not JSON (a problem already)
 	index          *index
 	indexName      string
 	problems       []Problem
@@ -206,6 +207,7 @@ func (l *loading) readSchema(p, rel string) {
 		return
 	}
 	l.docs[rel] = doc
+	l.raw[rel] = b
 }
 
 func (l *loading) readIndex(p, rel string) {

@@ -40,6 +40,7 @@ func (r *Relay) prepareBackfilled(ctx context.Context) (pglogrepl.LSN, error) {
 	specs := make([]backfill.Spec, len(r.cfg.Tables))
 	for i, t := range r.cfg.Tables {
 		specs[i] = t.Backfill
+		specs[i].RowFilter = t.Where
 	}
 	plan, err := backfill.Prepare(ctx, conn, backfill.Config{
 		URL: r.cfg.PostgresURL, Target: r.target, Specs: specs, Force: r.cfg.BackfillForce,

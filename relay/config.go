@@ -95,6 +95,12 @@ type Table struct {
 	Mark, MarkDead []cleanup.Set
 	// Backfill is what the backfill reads when the slot is created.
 	Backfill backfill.Spec
+	// Where is the table's row filter (--where): one boolean expression
+	// over its own columns, such as target_broker = 'partner', that the
+	// publication filters rows by (PostgreSQL 15 and newer), so that
+	// relays on one outbox, each with its own slot, publication and Kafka
+	// cluster, share its rows out. Empty: every row.
+	Where string
 }
 
 // Route is where a table's events go: a topic template, an optional
@@ -139,6 +145,10 @@ type Producer struct {
 	Envelope            sink.Envelope    // default raw
 	CloudEventsSource   string           // ce_source; empty: /outbox-cdc/ and the table
 	MetadataHeaders     bool             // commit LSN, xid and commit time headers
+	// ConnectExpandPayload, with Envelope connect-json, sends a JSON
+	// payload as JSON with an inferred schema (Debezium's
+	// table.expand.json.payload) instead of as a string.
+	ConnectExpandPayload bool
 	// Timestamp is the records' timestamp (--timestamp): column, the
 	// table's timestamp column (or the commit time when it has none), or
 	// commit, the transaction's commit time, which does not go back within
@@ -176,6 +186,9 @@ type Contracts struct {
 	// (--contracts-unknown): allow (the default) publishes it, dead-letter
 	// makes it invalid (contract_missing).
 	Unknown contract.Unknown
+	// Registry is where the contracts are registered, and values framed
+	// with their ids (--schema-registry); empty URL: none.
+	Registry Registry
 }
 
 // OnInvalid is what becomes of a row that cannot be published.
@@ -241,6 +254,12 @@ func (c Config) Target() slot.Target {
 			tb.Columns.TopicColumns = topic.Columns()
 		}
 		t.Tables = append(t.Tables, tb)
+		if tc.Where != "" {
+			if t.Where == nil {
+				t.Where = map[string]string{}
+			}
+			t.Where[tb.Qualified()] = tc.Where
+		}
 	}
 	return t
 }

@@ -47,8 +47,8 @@ func (r *Relay) newPublisher(ctx context.Context, track acker, hold func(context
 		Brokers: cfg.Kafka.Brokers, Topic: r.topic, Topics: r.topics, BatchSize: pc.BatchSize, BatchTimeout: pc.BatchTimeout, Compression: sink.Codec(pc.Compression),
 		MaxMessageBytes: pc.MaxMessageBytes, CreateTopics: cfg.Topics.Create, TopicSpec: cfg.Defaults.Route.Spec,
 		AutoCreateTopics: cfg.Topics.AutoCreate, MetadataMaxAge: pc.MetadataMaxAge, MissingTopicTimeout: pc.MissingTopicTimeout,
-		DeadLetterTopic: dlq, Envelope: pc.Envelope, CloudEventsSource: pc.CloudEventsSource, MetadataHeaders: pc.MetadataHeaders,
-		Timestamp: pc.Timestamp, Contracts: r.contract, Security: r.security, Observer: r.metrics, Logger: r.log, Hold: hold,
+		DeadLetterTopic: dlq, Envelope: pc.Envelope, ConnectExpandPayload: pc.ConnectExpandPayload, CloudEventsSource: pc.CloudEventsSource, MetadataHeaders: pc.MetadataHeaders,
+		Timestamp: pc.Timestamp, Contracts: r.contract, Registry: r.registry, Security: r.security, Observer: r.metrics, Logger: r.log, Hold: hold,
 	}, func(token uint64, reason string, err error) {
 		switch {
 		case err != nil:

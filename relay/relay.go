@@ -24,6 +24,7 @@ type Relay struct {
 	topic    sink.Topic            // of events from logical decoding messages
 	security sink.Security
 	contract sink.Contracts // the payload contracts; nil: not checked
+	registry sink.Registry  // frames values with the contracts' schema ids; nil: none
 	log      *slog.Logger
 	metrics  *metrics.Metrics
 	live     live
@@ -84,6 +85,9 @@ func New(cfg Config, opts ...Option) (*Relay, error) {
 	if r.contract, err = cfg.Contracts.contracts(); err != nil {
 		return nil, err
 	}
+	if r.registry, err = cfg.Contracts.registry(r.contract, o.log); err != nil {
+		return nil, err
+	}
 	r.metrics, err = metrics.New(o.version, o.reg, metrics.Live{
 		InFlight: r.live.inFlight, Confirmed: r.live.confirmed, Received: r.live.received, Streaming: r.live.streaming.Load,
 		StandingBy: r.live.standingBy.Load,
@@ -117,6 +121,9 @@ func New(cfg Config, opts ...Option) (*Relay, error) {
 func (r *Relay) Run(ctx context.Context) error {
 	if !r.ran.CompareAndSwap(false, true) {
 		return errors.New("relay: Run called twice")
+	}
+	if c, ok := r.registry.(interface{ Close() }); ok {
+		defer c.Close() // registrations under way, once every writer is closed
 	}
 	return r.run(ctx)
 }

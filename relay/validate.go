@@ -13,6 +13,7 @@ import (
 	"github.com/outbox-cdc/outbox-cdc/backfill"
 	"github.com/outbox-cdc/outbox-cdc/cleanup"
 	"github.com/outbox-cdc/outbox-cdc/decode"
+	"github.com/outbox-cdc/outbox-cdc/internal/predicate"
 	"github.com/outbox-cdc/outbox-cdc/sink"
 	"github.com/outbox-cdc/outbox-cdc/slot"
 )
@@ -67,7 +68,7 @@ func (c Config) ValidateParts(p Part) error {
 	}{
 		{PartPostgres, c.validatePostgres}, {PartSlot, c.validateSlot}, {PartTables, c.validateTables},
 		{PartKafka, c.Kafka.validate}, {PartTopics, c.validateTopics}, {PartStream, c.validateStream},
-		{PartCleanup, c.validateCleanup}, {PartTopics, c.Contracts.validate},
+		{PartCleanup, c.validateCleanup}, {PartTopics, c.Contracts.validate}, {PartTopics, c.validateRegistry},
 	}
 	for _, ch := range checks {
 		if p&ch.part == 0 {
@@ -127,9 +128,18 @@ func (c Config) validateSlot() error {
 var reservedHeaderNames = []string{"id", "event_type", "aggregate_type", "content-type"}
 
 func (c Config) validateTables() error {
+	if len(c.Tables) == 0 && c.Defaults.Where != "" {
+		return bad("where", "--where filters an outbox table's rows, and --table names no table (messages are never filtered)")
+	}
 	for _, t := range c.Tables {
 		if err := t.validate(); err != nil {
 			return err
+		}
+		if t.Where == "" {
+			continue
+		}
+		if _, err := predicate.Parse("--where", t.Where); err != nil {
+			return bad("where", "%s: %v", t.Qualified(), err)
 		}
 	}
 	return nil
@@ -312,8 +322,10 @@ func (c Config) validateProducer() error {
 		return bad("kafka-metadata-max-age", "--kafka-metadata-max-age %s: want at least 1s", p.MetadataMaxAge)
 	case p.MissingTopicTimeout < 0:
 		return bad("missing-topic-timeout", "--missing-topic-timeout %s: want zero or more", p.MissingTopicTimeout)
-	case p.Envelope != sink.EnvelopeRaw && p.Envelope != sink.EnvelopeCloudEvents:
-		return bad("envelope", "--envelope %q: want raw or cloudevents", p.Envelope)
+	case !slices.Contains([]sink.Envelope{sink.EnvelopeRaw, sink.EnvelopeCloudEvents, sink.EnvelopeCloudEventsStructured, sink.EnvelopeConnectJSON}, p.Envelope):
+		return bad("envelope", "--envelope %q: want raw, cloudevents, cloudevents-structured or connect-json", p.Envelope)
+	case p.ConnectExpandPayload && p.Envelope != sink.EnvelopeConnectJSON:
+		return bad("connect-expand-payload", "--connect-expand-payload needs --envelope=connect-json")
 	case p.Timestamp != sink.TimestampColumn && p.Timestamp != sink.TimestampCommit:
 		return bad("timestamp", "--timestamp %q: want column or commit", p.Timestamp)
 	case c.BackfillForce && !c.backfills():

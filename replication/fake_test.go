@@ -60,7 +60,8 @@ type fakeConn struct {
 	sent     []status
 	closed   bool
 	startErr error
-	started  []string // START_REPLICATION plugin arguments
+	started  []string                       // START_REPLICATION plugin arguments
+	system   pglogrepl.IdentifySystemResult // what IDENTIFY_SYSTEM answers
 }
 
 type received struct {
@@ -90,6 +91,12 @@ func (f *fakeConn) StartReplication(_ context.Context, _ string, _ pglogrepl.LSN
 	defer f.mu.Unlock()
 	f.started = opts.PluginArgs
 	return f.startErr
+}
+
+func (f *fakeConn) IdentifySystem(context.Context) (pglogrepl.IdentifySystemResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.system, nil
 }
 
 func (f *fakeConn) ReceiveMessage(ctx context.Context) (pgproto3.BackendMessage, error) {

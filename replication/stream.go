@@ -52,6 +52,8 @@ type StreamConfig struct {
 // walConn is what a Stream asks of its connection: pgConn on a server,
 // a fake in tests.
 type walConn interface {
+	// IdentifySystem runs IDENTIFY_SYSTEM, before StartReplication.
+	IdentifySystem(ctx context.Context) (pglogrepl.IdentifySystemResult, error)
 	StartReplication(ctx context.Context, slot string, start pglogrepl.LSN, opts pglogrepl.StartReplicationOptions) error
 	// ReceiveMessage returns one backend message; when the read deadline
 	// passes first, an error for which pgconn.Timeout is true.

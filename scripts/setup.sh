@@ -7,7 +7,8 @@
 #     packages, installed with apt-get when run as root, otherwise the one
 #     command to run is printed;
 #   - with SETUP_TESTS=1 also Prometheus (promtool and the server, for the
-#     alert rules' tests) and buildah (the image test);
+#     alert rules' tests) and buildah (the image test); with SETUP_ENGINE=1
+#     python3's venv (make test-engine installs pyspark into one);
 #   - Apache Kafka's jars (scripts/kafka.sh fetch) and PostgreSQL's server
 #     binaries for $PG_VERSION (scripts/pg.sh fetch), checksum-verified and
 #     cached under ~/.cache/outbox-cdc (or /var/cache/outbox-cdc as root).
@@ -27,6 +28,9 @@ if [ "${SETUP_TESTS:-0}" = 1 ]; then
   want prometheus prometheus
   want buildah buildah
   [ -r /etc/ssl/certs/ca-certificates.crt ] || need+=(ca-certificates) # copied into the image
+fi
+if [ "${SETUP_ENGINE:-0}" = 1 ]; then # make test-engine: pyspark in a venv
+  python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 fi
 if [ ${#need[@]} -gt 0 ]; then
   mapfile -t need < <(printf '%s\n' "${need[@]}" | sort -u)

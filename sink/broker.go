@@ -11,8 +11,10 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol"
 	produceAPI "github.com/segmentio/kafka-go/protocol/produce"
+	"github.com/segmentio/kafka-go/protocol/rawproduce"
 
 	"github.com/outbox-cdc/outbox-cdc/internal/backoff"
+	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
 // sender carries every partition one broker leads. It keeps one produce
@@ -59,6 +61,7 @@ func (s *sender) remove(p *partition) {
 type batch struct {
 	p    *partition
 	msgs []kafka.Message
+	h    producer.BatchHeader // its producer fields in this request (see stamp)
 }
 
 // run sends until the writer closes and nothing of this broker's is left.
@@ -153,7 +156,7 @@ func (s *sender) next() (batches []batch, wait time.Duration, stop bool) {
 	batches = make([]batch, 0, len(ready))
 	for _, p := range ready {
 		p.busy = true
-		batches = append(batches, batch{p, w.take(p)})
+		batches = append(batches, batch{p: p, msgs: w.take(p)})
 	}
 	s.last = now
 	return batches, 0, false
@@ -183,27 +186,22 @@ func drop(p *partition) dropped {
 // one).
 func (s *sender) send(batches []batch) {
 	w := s.w
-	if err := w.hold(); err != nil { // abandoned while held: nothing more goes out
+	err := w.hold() // abandoned while held: nothing more goes out
+	if err == nil {
+		err = w.ensureSession()
+	}
+	var req *rawproduce.Request
+	records := 0
+	if err == nil {
+		if req, records, err = w.produceRequest(batches); err != nil {
+			err = &Error{Err: err}
+		}
+	}
+	if err != nil {
 		for _, b := range batches {
 			s.settle(b, err)
 		}
 		return
-	}
-	req := &produceAPI.Request{Acks: int16(kafka.RequireAll), Timeout: int32(produceTimeout / time.Millisecond)}
-	records := 0
-	for _, b := range batches {
-		rs := protocol.RecordSet{Attributes: protocol.Attributes(w.cfg.Compression) & 7, Records: recordReader(b.msgs)}
-		part := produceAPI.RequestPartition{Partition: int32(b.p.tp.id), RecordSet: rs}
-		records += len(b.msgs)
-		if n := len(req.Topics); n > 0 && req.Topics[n-1].Topic == b.p.tp.topic {
-			req.Topics[n-1].Partitions = append(req.Topics[n-1].Partitions, part)
-			continue
-		}
-		if i := slices.IndexFunc(req.Topics, func(t produceAPI.RequestTopic) bool { return t.Topic == b.p.tp.topic }); i >= 0 {
-			req.Topics[i].Partitions = append(req.Topics[i].Partitions, part)
-			continue
-		}
-		req.Topics = append(req.Topics, produceAPI.RequestTopic{Topic: b.p.tp.topic, Partitions: []produceAPI.RequestPartition{part}})
 	}
 	ctx, cancel := context.WithTimeout(w.abandon, produceTimeout+5*time.Second)
 	res, err := w.client.Transport.RoundTrip(ctx, w.client.Addr, req)
@@ -211,12 +209,7 @@ func (s *sender) send(batches []batch) {
 	w.cfg.Observer.Request(len(batches), records)
 	errs := make([]error, len(batches))
 	if err == nil {
-		codes := map[topicPartition]int16{}
-		for _, t := range res.(*produceAPI.Response).Topics {
-			for _, p := range t.Partitions {
-				codes[topicPartition{t.Topic, int(p.Partition)}] = p.ErrorCode
-			}
-		}
+		codes := answers(res.(*produceAPI.Response))
 		for i, b := range batches {
 			code, ok := codes[b.p.tp]
 			switch {
@@ -242,6 +235,7 @@ func (s *sender) settle(b batch, err error) {
 	w := s.w
 	if err == nil {
 		w.mu.Lock()
+		w.advance(b.p, b.h, len(b.msgs))
 		b.p.busy, b.p.attempt = false, 0
 		s.handOver(b.p)
 		w.mu.Unlock()
@@ -255,13 +249,26 @@ func (s *sender) settle(b batch, err error) {
 	}
 	perr := classify(err)
 	perr.Topic = b.p.tp.topic
+	if b.h.ProducerID >= 0 && fenced(err) {
+		// The same batch again, under a new producer id if need be.
+		perr.Transient = true
+		if rerr := w.refence(b.p, b.h, err); rerr != nil {
+			err = rerr
+		}
+	}
 	if !perr.Transient && w.abandon.Err() == nil {
 		// The partition stays busy while its messages are settled one by
-		// one, so none of its later messages overtakes them.
+		// one, so none of its later messages overtakes them; its sequence
+		// is theirs meanwhile (see salvaged).
+		w.mu.Lock()
+		b.p.salvaging = true
+		w.mu.Unlock()
 		w.owned.Go(func() {
 			failed := w.salvage(b.msgs, perr)
+			b.p.oneByOne.Lock()
+			defer b.p.oneByOne.Unlock()
 			w.mu.Lock()
-			b.p.busy = false
+			b.p.busy, b.p.salvaging = false, false
 			if failed != nil && b.p.stopped == nil {
 				b.p.stopped = failed
 				w.log.Warn("an event failed for good: later events of its partition are not sent", slog.String("topic", b.p.tp.topic),
@@ -284,10 +291,9 @@ func (s *sender) settle(b batch, err error) {
 	if w.abandon.Err() == nil {
 		w.produceFailed(err, "produce %d messages to %s/%d (attempt %d): %v", len(b.msgs), b.p.tp.topic, b.p.tp.id, attempt, err)
 	}
-	if errors.Is(err, kafka.NotLeaderForPartition) || errors.Is(err, kafka.LeaderNotAvailable) ||
-		errors.Is(err, kafka.UnknownTopicOrPartition) || errors.As(err, new(*produceAPI.Error)) {
-		// The leader moved: ask where to, so that the batch follows it
-		// (lookup reassigns the partition) before its retry is due.
+	if leaderMoved(err) {
+		// Ask where to, so that the batch follows it (lookup reassigns
+		// the partition) before its retry is due.
 		topic := b.p.tp.topic
 		w.owned.Go(func() {
 			ctx, cancel := context.WithTimeout(w.abandon, 10*time.Second)
@@ -295,6 +301,16 @@ func (s *sender) settle(b batch, err error) {
 			_, _ = w.lookup(ctx, topic)
 		})
 	}
+}
+
+// leaderMoved reports whether err says a partition's leader is not where
+// the writer thinks: the broker's answer, or kafka-go's transport refusing
+// to route the request (*rawproduce.Error): its own metadata already saw
+// the move (or the topic or partition gone), which the writer's has yet to
+// learn.
+func leaderMoved(err error) bool {
+	return errors.Is(err, kafka.NotLeaderForPartition) || errors.Is(err, kafka.LeaderNotAvailable) ||
+		errors.Is(err, kafka.UnknownTopicOrPartition) || errors.As(err, new(*rawproduce.Error))
 }
 
 // handOver wakes the sender that now carries p, when p moved to another
@@ -307,42 +323,58 @@ func (s *sender) handOver(p *partition) {
 	}
 }
 
-// recordReader presents msgs as kafka-go records.
-func recordReader(msgs []kafka.Message) protocol.RecordReader {
-	records := make([]kafka.Record, len(msgs))
-	for i := range msgs {
-		records[i] = kafka.Record{Time: msgs[i].Time, Key: kafka.NewBytes(msgs[i].Key), Value: kafka.NewBytes(msgs[i].Value), Headers: msgs[i].Headers}
-	}
-	return kafka.NewRecordReader(records...)
-}
-
 // produce sends msgs to one partition in a request of their own, acks=all,
 // outside the senders: salvage's one-by-one retries use it while their
-// partition is held busy.
+// partition is held busy. Sent to a partition a salvage holds, msgs carry
+// its sequence; to any other (a dead letter), no producer id, since that
+// partition's sender may have a batch out with the sequence they would
+// need (a duplicate dead letter is allowed, as at least once).
 func (w *Writer) produce(topic string, id int, msgs []kafka.Message) error {
 	if err := w.hold(); err != nil {
 		return err
 	}
+	if err := w.ensureSession(); err != nil {
+		return err
+	}
+	tp := topicPartition{topic, id}
+	p, release := w.salvaged(tp)
+	defer release()
+	h := producer.NoProducer
+	if p != nil {
+		w.mu.Lock()
+		h = w.stamp(p)
+		w.mu.Unlock()
+	}
+	rs, err := w.encode(h, msgs)
+	if err != nil {
+		return &Error{Topic: topic, Err: err}
+	}
 	ctx, cancel := context.WithTimeout(w.abandon, produceTimeout+5*time.Second)
 	defer cancel()
-	res, err := w.client.Transport.RoundTrip(ctx, w.client.Addr, &produceAPI.Request{
+	res, err := w.client.Transport.RoundTrip(ctx, w.client.Addr, &rawproduce.Request{
 		Acks: int16(kafka.RequireAll), Timeout: int32(produceTimeout / time.Millisecond),
-		Topics: []produceAPI.RequestTopic{{Topic: topic, Partitions: []produceAPI.RequestPartition{{
-			Partition: int32(id),
-			RecordSet: protocol.RecordSet{Attributes: protocol.Attributes(w.cfg.Compression) & 7, Records: recordReader(msgs)},
-		}}}},
+		Topics: []rawproduce.RequestTopic{{Topic: topic, Partitions: []rawproduce.RequestPartition{{Partition: int32(id), RecordSet: rs}}}},
 	})
 	w.cfg.Observer.Request(1, len(msgs))
 	if err != nil {
 		return err
 	}
-	for _, t := range res.(*produceAPI.Response).Topics {
-		for _, p := range t.Partitions {
-			if p.ErrorCode != 0 {
-				return kafka.Error(p.ErrorCode)
-			}
-			return nil
+	code, ok := answers(res.(*produceAPI.Response))[tp]
+	switch {
+	case !ok:
+		return fmt.Errorf("no answer for %s/%d: %w", topic, id, protocol.ErrNoPartition)
+	case code != 0 && p != nil && h.ProducerID >= 0 && fenced(kafka.Error(code)):
+		if err := w.refence(p, h, kafka.Error(code)); err != nil {
+			return err
 		}
+		return &Error{Topic: topic, Err: kafka.Error(code), Transient: true} // sent again under its new sequence
+	case code != 0:
+		return kafka.Error(code)
 	}
-	return fmt.Errorf("no answer for %s/%d: %w", topic, id, protocol.ErrNoPartition)
+	if p != nil {
+		w.mu.Lock()
+		w.advance(p, h, len(msgs))
+		w.mu.Unlock()
+	}
+	return nil
 }

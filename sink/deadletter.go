@@ -73,7 +73,7 @@ func (w *Writer) deadLetterEvent(ctx context.Context, ev *decode.Event, topic st
 	if w.cfg.DeadLetterTopic == "" {
 		return perr
 	}
-	msg := kafka.Message{Key: []byte(ev.AggregateID), Value: ev.Payload, Time: ev.Time}
+	msg := kafka.Message{Key: []byte(ev.AggregateID), Value: w.deadLetterValue(ev), Time: ev.Time}
 	// The headers the event would have had, envelope included, so that a
 	// replay (package dlq) publishes it as it would have been.
 	msg.Headers = append(append(deadLetterHeaders(perr.Reason, perr.Err.Error(), ev.Table, ev.CommitLSN, topic), extra...), w.headers(ev)...)

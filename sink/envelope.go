@@ -22,6 +22,17 @@ const (
 	// byte, and the context attributes travel as ce_* headers beside the
 	// raw envelope's headers.
 	EnvelopeCloudEvents Envelope = "cloudevents"
+	// EnvelopeCloudEventsStructured follows the same binding in structured
+	// mode: the value is a CloudEvents 1.0 JSON document holding the
+	// attributes and the payload (appendCloudEvent), with the header
+	// content-type: application/cloudevents+json; charset=UTF-8 beside the
+	// raw envelope's headers.
+	EnvelopeCloudEventsStructured Envelope = "cloudevents-structured"
+	// EnvelopeConnectJSON is Kafka Connect's JsonConverter format with
+	// schemas.enable=true: a struct schema and its value, the outbox
+	// columns as fields (see connectSchemaHead), for sink connectors; the
+	// raw envelope's headers stay.
+	EnvelopeConnectJSON Envelope = "connect-json"
 )
 
 // Timestamp is where a record's timestamp comes from.
@@ -51,15 +62,33 @@ func (w *Writer) recordTime(ev *decode.Event) time.Time {
 	return ev.Time
 }
 
-// recordValue is ev's record value: nil, which Kafka keeps as a null
-// value, for a tombstone alone, so that compaction deletes its key; a
-// payload that is empty stays an empty value.
-func recordValue(ev *decode.Event) []byte {
+// recordValue is ev's record value under the writer's envelope: nil,
+// which Kafka keeps as a null value, for a tombstone alone, so that
+// compaction deletes its key (no envelope: a structured one would not be
+// a tombstone); a payload that is empty stays an empty value, or an
+// envelope with empty data.
+func (w *Writer) recordValue(ev *decode.Event) []byte {
 	switch {
 	case ev.Tombstone:
 		return nil
+	case w.cfg.Envelope == EnvelopeCloudEventsStructured:
+		source := w.cloudEventSource(ev)
+		return appendCloudEvent(make([]byte, 0, cloudEventSize(ev, source)), ev, source)
+	case w.cfg.Envelope == EnvelopeConnectJSON:
+		return w.connectValue(ev)
 	case ev.Payload == nil:
 		return []byte{}
+	}
+	return ev.Payload
+}
+
+// deadLetterValue is the value of ev's dead letter: under a structured
+// envelope its record value, which its headers (content-type) announce, so
+// that a replay (package dlq) publishes the record it would have been;
+// otherwise the payload as it is.
+func (w *Writer) deadLetterValue(ev *decode.Event) []byte {
+	if w.cfg.Envelope == EnvelopeCloudEventsStructured || w.cfg.Envelope == EnvelopeConnectJSON {
+		return w.recordValue(ev)
 	}
 	return ev.Payload
 }
@@ -82,8 +111,11 @@ const (
 // headers returns the Kafka headers of ev under the writer's envelope.
 func (w *Writer) headers(ev *decode.Event) []kafka.Header {
 	n := 3 + len(ev.Headers)
-	if w.cfg.Envelope == EnvelopeCloudEvents {
+	switch w.cfg.Envelope {
+	case EnvelopeCloudEvents:
 		n += 8
+	case EnvelopeCloudEventsStructured:
+		n++
 	}
 	if w.cfg.MetadataHeaders {
 		n += 3
@@ -96,11 +128,13 @@ func (w *Writer) headers(ev *decode.Event) []kafka.Header {
 	if ev.AggregateType != "" { // a table without the column: no header
 		hs = append(hs, kafka.Header{Key: "aggregate_type", Value: []byte(ev.AggregateType)})
 	}
-	if w.cfg.Envelope == EnvelopeCloudEvents {
-		source := w.cfg.CloudEventsSource
-		if source == "" {
-			source = "/outbox-cdc/" + ev.Table
+	switch w.cfg.Envelope {
+	case EnvelopeCloudEventsStructured:
+		if !ev.Tombstone { // a null value is no CloudEvent: nothing to parse
+			hs = append(hs, kafka.Header{Key: "content-type", Value: contentTypeCloudEvents})
 		}
+	case EnvelopeCloudEvents:
+		source := w.cloudEventSource(ev)
 		hs = append(hs,
 			kafka.Header{Key: "ce_specversion", Value: []byte(ceSpecVersion)},
 			kafka.Header{Key: HeaderCEID, Value: []byte(ev.ID)},

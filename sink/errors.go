@@ -30,6 +30,10 @@ const (
 	ReasonContractViolation = "contract_violation"
 	// The event type has no contract, and --contracts-unknown=dead-letter.
 	ReasonContractMissing = "contract_missing"
+	// The schema registry (--schema-registry) refused the event type's
+	// contract under the topic's subject: incompatible with its latest
+	// version, or invalid; HeaderRegistryError holds its answer.
+	ReasonSchemaRegistryRefused = "schema_registry_refused"
 )
 
 // Error is a failed publish, classified once here so that callers branch on

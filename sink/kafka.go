@@ -51,8 +51,13 @@ type Config struct {
 	// DeadLetterTopic receives what cannot be published, with the reason in
 	// headers. Empty means no dead-lettering: such an event fails the stream.
 	DeadLetterTopic string
-	// Envelope is EnvelopeRaw (the default) or EnvelopeCloudEvents.
+	// Envelope is EnvelopeRaw (the default), EnvelopeCloudEvents,
+	// EnvelopeCloudEventsStructured or EnvelopeConnectJSON.
 	Envelope Envelope
+	// ConnectExpandPayload, with EnvelopeConnectJSON, sends a JSON payload
+	// as JSON with a schema inferred from it instead of as a string (see
+	// expander).
+	ConnectExpandPayload bool
 	// CloudEventsSource is ce_source; empty: /outbox-cdc/ and the table.
 	CloudEventsSource string
 	// MetadataHeaders adds the commit LSN, transaction id and commit time.
@@ -64,6 +69,11 @@ type Config struct {
 	// what it refuses is dead-lettered (ReasonContractViolation,
 	// ReasonContractMissing). nil: no check.
 	Contracts Contracts
+	// Registry, when set, frames the values of events whose type has a
+	// contract in its wire format (0x00, the schema id, the payload),
+	// registering each contract on first use; refused contracts are
+	// dead-lettered (ReasonSchemaRegistryRefused). nil: values unframed.
+	Registry Registry
 	// Security is how the brokers are reached (TLS, SASL).
 	Security Security
 	// Observer is told each event's fate, for metrics; nil: none.
@@ -123,6 +133,8 @@ type Writer struct {
 	// abandon ends produce requests and retries once Close gives up waiting.
 	abandon   context.Context
 	abandoned context.CancelFunc
+
+	idem idempotence // the producer id batches carry (idempotence.go)
 
 	down         atomic.Bool  // produce is failing; logged once per outage
 	failingSince atomic.Int64 // unix nanoseconds of the first failure since the last success
@@ -207,6 +219,7 @@ func NewWriter(cfg Config, done Done) *Writer {
 
 // Publish hands ev to the writer; its fate reaches Done with token. It blocks
 // only while the broker cannot be asked where the topic's partitions are,
+// or the schema registry (Config.Registry) cannot register ev's contract,
 // retrying with capped, jittered backoff until ctx ends. An event that can
 // never be published (a payload its contract refuses, a topic name Kafka rejects, or the route's allow-list
 // or topic cap refuses, too large, a topic that does not exist) is
@@ -237,6 +250,10 @@ func (w *Writer) Publish(ctx context.Context, ev *decode.Event, token uint64) er
 		}
 		w.mu.Unlock()
 	}
+	value, settled, err := w.value(ctx, ev, topic, token)
+	if settled {
+		return err
+	}
 	var key []byte // nil: a null key, spread as the Java client spreads them
 	if ev.AggregateID != "" {
 		key = []byte(ev.AggregateID)
@@ -244,7 +261,7 @@ func (w *Writer) Publish(ctx context.Context, ev *decode.Event, token uint64) er
 	msg := kafka.Message{
 		Topic:      topic,
 		Key:        key,
-		Value:      recordValue(ev),
+		Value:      value,
 		Headers:    w.headers(ev),
 		Time:       w.recordTime(ev),
 		WriterData: meta{token: token, lsn: ev.CommitLSN, commit: ev.CommitTime, table: ev.Table, partition: ev.Partition},
@@ -253,7 +270,7 @@ func (w *Writer) Publish(ctx context.Context, ev *decode.Event, token uint64) er
 		return w.deadLetterEvent(ctx, ev, topic, token, &Error{Topic: topic, Reason: ReasonMessageTooLarge,
 			Err: fmt.Errorf("record of %d bytes exceeds --max-message-bytes %d", n, w.cfg.MaxMessageBytes)})
 	}
-	err := w.write(ctx, msg)
+	err = w.write(ctx, msg)
 	var perr *Error
 	if errors.As(err, &perr) && perr.Reason != "" {
 		return w.deadLetterEvent(ctx, ev, topic, token, perr)

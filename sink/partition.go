@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -30,6 +31,14 @@ type partition struct {
 	// dead-lettered: the stream stops at it, so nothing after it in this
 	// partition is sent (see salvage); what is queued is reported failed.
 	stopped error
+	// seq is the partition's producer session and next base sequence
+	// (idempotence.go); nil until its first idempotent batch. It advances
+	// only when a batch is acknowledged: a retry carries the same sequence.
+	seq *sequence
+	// salvaging: a salvage sends the busy partition's batch message by
+	// message (under oneByOne, which it and produce take before mu).
+	salvaging bool
+	oneByOne  sync.Mutex
 }
 
 var balancer = &kafka.Murmur2Balancer{}

@@ -25,11 +25,14 @@ func Check(ctx context.Context, url string, t Target) []checklist.Item {
 	defer conn.Close(context.Background())
 	c := &checker{ctx: ctx, conn: conn, t: t, user: conn.Config().User}
 	var version string
-	if err := conn.QueryRow(ctx, `SELECT current_setting('server_version')`).Scan(&version); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT current_setting('server_version'), current_setting('server_version_num')::int`).Scan(&version, &c.version); err != nil {
 		return []checklist.Item{{Name: "postgres reachable", Status: checklist.Fail, Detail: checklist.OneLine(err)}}
 	}
 	c.add(checklist.OK, "postgres reachable", fmt.Sprintf("PostgreSQL %s, role %s, database %s", version, c.user, conn.Config().Database), "")
 	c.server()
+	if t.filtered() {
+		c.rowFilters()
+	}
 	all := true
 	for _, tb := range t.Tables {
 		all = c.table(tb) && all
@@ -42,12 +45,13 @@ func Check(ctx context.Context, url string, t Target) []checklist.Item {
 }
 
 type checker struct {
-	ctx   context.Context
-	conn  *pgx.Conn
-	t     Target
-	user  string
-	super bool
-	items []checklist.Item
+	ctx     context.Context
+	conn    *pgx.Conn
+	t       Target
+	user    string
+	super   bool
+	version int // server_version_num
+	items   []checklist.Item
 }
 
 func (c *checker) add(s checklist.Status, name, detail, fix string) {
@@ -262,6 +266,60 @@ func (c *checker) publication() {
 	case !insert:
 		c.add(checklist.Fail, "publication", fmt.Sprintf("%q does not publish INSERTs", name),
 			fmt.Sprintf("as its owner %s: ALTER PUBLICATION %s SET (publish = 'insert');", owner, pgx.Identifier{name}.Sanitize()))
+	default:
+		c.publicationFilters(owner)
+	}
+}
+
+// rowFilters checks that t's row filters (--where) parse and that the
+// server has publication row filters.
+func (c *checker) rowFilters() {
+	filters, err := c.t.filters()
+	switch {
+	case err != nil:
+		c.add(checklist.Fail, "row filter", checklist.OneLine(err), "write --where as one boolean expression over the table's own columns")
+	case rowFilterUnsupported(c.version, c.t) != "":
+		c.add(checklist.Fail, "row filter", rowFilterUnsupported(c.version, c.t), "upgrade PostgreSQL to 15 or newer, or remove --where")
+	default:
+		var parts []string
+		for _, tb := range c.t.Tables {
+			f, ok := filters[tb.Qualified()]
+			if !ok {
+				continue
+			}
+			if _, err := deparse(c.ctx, c.conn, tb, f); err != nil {
+				c.add(checklist.Fail, "row filter", checklist.OneLine(err), "write --where over the table's own columns, as a boolean")
+				return
+			}
+			parts = append(parts, fmt.Sprintf("%s WHERE (%s)", tb.Qualified(), f.SQL()))
+		}
+		c.add(checklist.OK, "row filter", "publication row filter: "+strings.Join(parts, ", "), "")
+	}
+}
+
+// publicationFilters finishes the check of a publication that carries
+// t's tables and publishes INSERTs: its row filters must be t's.
+func (c *checker) publicationFilters(owner string) {
+	name := c.t.Publication
+	var update, del bool
+	err := c.conn.QueryRow(c.ctx, `SELECT pubupdate, pubdelete FROM pg_publication WHERE pubname = $1`, name).Scan(&update, &del)
+	if err == nil {
+		err = checkPublishes(c.t, update, del)
+	}
+	var d filterDrift
+	if err == nil {
+		d, err = readDrift(c.ctx, c.conn, c.t, c.version)
+	}
+	switch {
+	case errors.Is(err, ErrNotReady):
+		c.add(checklist.Fail, "publication", checklist.OneLine(err), "")
+	case err != nil:
+		c.failed("publication", err)
+	case d.alter != "":
+		c.add(checklist.Fail, "publication", fmt.Sprintf("%q filters the rows of %s otherwise than --where says", name, quotedList(d.tables)),
+			fmt.Sprintf("as its owner %s: %s", owner, d.alter))
+	case c.t.filtered():
+		c.add(checklist.OK, "publication", fmt.Sprintf("%q publishes INSERTs of %s, filtered as --where says (owner %s)", name, c.t.describe(), owner), "")
 	default:
 		c.add(checklist.OK, "publication", fmt.Sprintf("%q publishes INSERTs of %s (owner %s)", name, c.t.describe(), owner), "")
 	}

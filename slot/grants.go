@@ -31,12 +31,22 @@ func SetupSQL(ctx context.Context, conn *pgx.Conn, t Target, role string, privil
 			return nil, err
 		}
 	}
+	filters, err := t.filters()
+	if err != nil {
+		return nil, err
+	}
 	var out []string
 	switch {
 	case !have.publication:
-		out = append(out, t.createPublication()+";")
+		create, err := t.createPublication()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, create+";")
 	case len(have.missing) > 0:
-		out = append(out, fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s;", pgx.Identifier{t.Publication}.Sanitize(), quotedList(have.missing)))
+		out = append(out, fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s;", pgx.Identifier{t.Publication}.Sanitize(), publicationTables(have.missing, filters)))
+	case have.drift.alter != "":
+		out = append(out, have.drift.alter)
 	}
 	if role != "" {
 		out = append(out, t.grants(role, privileges, conn == nil, have)...)
@@ -67,10 +77,11 @@ const emitMessageSig = "pg_logical_emit_message(boolean, text, text)"
 
 // setupState is what SetupSQL finds in place on a server.
 type setupState struct {
-	publication, slot    bool     // the publication and the slot exist
-	missing              []string // tables the publication lacks, schema.name
-	canLogin, canReplica bool     // the role's attributes
-	emitSig              string   // pg_logical_emit_message's signature on this server
+	publication, slot    bool        // the publication and the slot exist
+	missing              []string    // tables the publication lacks, schema.name
+	drift                filterDrift // row filters that differ from t's
+	canLogin, canReplica bool        // the role's attributes
+	emitSig              string      // pg_logical_emit_message's signature on this server
 }
 
 // readSetupState reads what is in place for t and role (empty: no role is
@@ -86,6 +97,18 @@ func readSetupState(ctx context.Context, conn *pgx.Conn, t Target, role string) 
 	}
 	if s.missing, err = missingFromPublication(ctx, conn, t); err != nil {
 		return s, err
+	}
+	var version int
+	if err := conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
+		return s, fmt.Errorf("read the server version: %w", err)
+	}
+	if why := rowFilterUnsupported(version, t); why != "" {
+		return s, fmt.Errorf("%w: %s", ErrNotReady, why)
+	}
+	if s.publication && len(s.missing) == 0 {
+		if s.drift, err = readDrift(ctx, conn, t, version); err != nil {
+			return s, err
+		}
 	}
 	if role == "" {
 		return s, nil

@@ -22,6 +22,12 @@ type Target struct {
 	// Failover is how a new slot is created: FailoverAuto (failover-enabled
 	// on PostgreSQL 17 and newer), FailoverOn or FailoverOff.
 	Failover Failover
+	// Where are the tables' row filters (--where) by schema.name, as
+	// configured; absent or empty: every row. The publication filters by
+	// them (PostgreSQL 15 and newer), so that relays on one outbox, each
+	// with its own publication and slot, share its rows out. They reach
+	// SQL only parsed and rendered (predicate.Parse), never as given.
+	Where map[string]string
 }
 
 // quoted is a table's name as SQL wants it.
@@ -36,15 +42,20 @@ func (t Target) tableList() string {
 	return strings.Join(names, ", ")
 }
 
-// createPublication is the statement that creates t's publication. Without
-// tables (events as logical decoding messages alone) the publication is
-// empty: pgoutput needs one to stream, and sends messages whatever it holds.
-func (t Target) createPublication() string {
+// createPublication is the statement that creates t's publication, each
+// table with its row filter. Without tables (events as logical decoding
+// messages alone) the publication is empty: pgoutput needs one to stream,
+// and sends messages whatever it holds.
+func (t Target) createPublication() (string, error) {
 	pub := pgx.Identifier{t.Publication}.Sanitize()
 	if len(t.Tables) == 0 {
-		return fmt.Sprintf("CREATE PUBLICATION %s WITH (publish = 'insert')", pub)
+		return fmt.Sprintf("CREATE PUBLICATION %s WITH (publish = 'insert')", pub), nil
 	}
-	return fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert')", pub, t.tableList())
+	filters, err := t.filters()
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert')", pub, publicationTables(t.qualified(), filters)), nil
 }
 
 // describe names the tables for people.
@@ -117,15 +128,7 @@ func quotedList(names []string) string {
 // a slot that vanished since streaming began was dropped by someone, and
 // creating a new one would silently skip the events in between.
 func Prepare(ctx context.Context, conn *pgx.Conn, t Target, createSlot bool) (pglogrepl.LSN, error) {
-	if err := checkServer(ctx, conn); err != nil {
-		return 0, err
-	}
-	for _, tb := range t.Tables {
-		if err := checkTable(ctx, conn, tb); err != nil {
-			return 0, err
-		}
-	}
-	if err := ensurePublication(ctx, conn, t); err != nil {
+	if err := PrepareTables(ctx, conn, t); err != nil {
 		return 0, err
 	}
 	return ensureSlot(ctx, conn, t, createSlot)
@@ -151,25 +154,30 @@ func UnsupportedVersion(v int) string {
 		major, MinServerVersion/10000, MinServerVersion/10000)
 }
 
-func checkServer(ctx context.Context, conn *pgx.Conn) error {
+// checkServer checks the server's version (and that it has row filters
+// when t has some), wal_level and the role; it returns the version.
+func checkServer(ctx context.Context, conn *pgx.Conn, t Target) (int, error) {
 	var version int
 	var walLevel string
 	var canReplicate bool
 	err := conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int, current_setting('wal_level'), rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user`).
 		Scan(&version, &walLevel, &canReplicate)
 	if err != nil {
-		return fmt.Errorf("read the server version, wal_level and role attributes: %w", err)
+		return 0, fmt.Errorf("read the server version, wal_level and role attributes: %w", err)
 	}
 	if why := UnsupportedVersion(version); why != "" {
-		return fmt.Errorf("%w: %s", ErrNotReady, why)
+		return 0, fmt.Errorf("%w: %s", ErrNotReady, why)
+	}
+	if why := rowFilterUnsupported(version, t); why != "" {
+		return 0, fmt.Errorf("%w: %s", ErrNotReady, why)
 	}
 	if walLevel != "logical" {
-		return fmt.Errorf("%w: wal_level is %q; set wal_level = logical in postgresql.conf (or ALTER SYSTEM SET wal_level = logical) and restart Postgres", ErrNotReady, walLevel)
+		return 0, fmt.Errorf("%w: wal_level is %q; set wal_level = logical in postgresql.conf (or ALTER SYSTEM SET wal_level = logical) and restart Postgres", ErrNotReady, walLevel)
 	}
 	if !canReplicate {
-		return fmt.Errorf("%w: role %q lacks REPLICATION; run ALTER ROLE %s REPLICATION as a superuser", ErrNotReady, conn.Config().User, pgx.Identifier{conn.Config().User}.Sanitize())
+		return 0, fmt.Errorf("%w: role %q lacks REPLICATION; run ALTER ROLE %s REPLICATION as a superuser", ErrNotReady, conn.Config().User, pgx.Identifier{conn.Config().User}.Sanitize())
 	}
-	return nil
+	return version, nil
 }
 
 func checkTable(ctx context.Context, conn *pgx.Conn, tb decode.Table) error {
@@ -198,14 +206,15 @@ func checkTable(ctx context.Context, conn *pgx.Conn, tb decode.Table) error {
 	return nil
 }
 
-func ensurePublication(ctx context.Context, conn *pgx.Conn, t Target) error {
-	var insert bool
-	err := conn.QueryRow(ctx, `SELECT pubinsert FROM pg_publication WHERE pubname = $1`, t.Publication).Scan(&insert)
+// ensurePublication creates t's publication, or checks the one in place:
+// it carries t's tables, publishes INSERTs, and filters their rows as t's
+// row filters say. What differs is refused, saying what to run: an
+// existing publication is never altered here.
+func ensurePublication(ctx context.Context, conn *pgx.Conn, t Target, version int) error {
+	var insert, update, del bool
+	err := conn.QueryRow(ctx, `SELECT pubinsert, pubupdate, pubdelete FROM pg_publication WHERE pubname = $1`, t.Publication).Scan(&insert, &update, &del)
 	if errors.Is(err, pgx.ErrNoRows) {
-		if _, err := conn.Exec(ctx, t.createPublication()); err != nil {
-			return fmt.Errorf("create publication %q: %w", t.Publication, err)
-		}
-		return nil
+		return createPublication(ctx, conn, t)
 	}
 	if err != nil {
 		return fmt.Errorf("read publication %q: %w", t.Publication, err)
@@ -215,12 +224,62 @@ func ensurePublication(ctx context.Context, conn *pgx.Conn, t Target) error {
 		return err
 	}
 	if len(missing) > 0 {
+		filters, err := t.filters()
+		if err != nil {
+			return err
+		}
 		return fmt.Errorf("%w: publication %q exists but does not publish %s; run ALTER PUBLICATION %s ADD TABLE %s, or choose another --publication",
-			ErrNotReady, t.Publication, quotedList(missing), pgx.Identifier{t.Publication}.Sanitize(), quotedList(missing))
+			ErrNotReady, t.Publication, quotedList(missing), pgx.Identifier{t.Publication}.Sanitize(), publicationTables(missing, filters))
 	}
 	if !insert {
 		return fmt.Errorf("%w: publication %q does not publish INSERTs; run ALTER PUBLICATION %s SET (publish = 'insert'), or choose another --publication",
 			ErrNotReady, t.Publication, pgx.Identifier{t.Publication}.Sanitize())
+	}
+	if err := checkPublishes(t, update, del); err != nil {
+		return err
+	}
+	d, err := readDrift(ctx, conn, t, version)
+	if err != nil {
+		return err
+	}
+	if d.alter != "" {
+		return fmt.Errorf("%w: %s", ErrNotReady, d.message(t.Publication))
+	}
+	return nil
+}
+
+// createPublication creates t's publication. A statement holding row
+// filters runs alone on the extended protocol, with standard-conforming
+// strings, as predicate.Parse read them.
+func createPublication(ctx context.Context, conn *pgx.Conn, t Target) error {
+	stmt, err := t.createPublication()
+	if err != nil {
+		return err
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("create publication %q: %w", t.Publication, err)
+	}
+	defer tx.Rollback(context.Background())
+	if err := execOne(ctx, tx.Conn(), "SET LOCAL standard_conforming_strings = on"); err != nil {
+		return fmt.Errorf("create publication %q: %w", t.Publication, err)
+	}
+	err = execOne(ctx, tx.Conn(), stmt)
+	var pgErr *pgconn.PgError
+	if t.filtered() && errors.As(err, &pgErr) && pgErr.Code != "42710" && pgErr.Code != "42501" {
+		// The server's judgement of a filter (a column it lacks, a function
+		// a row filter may not call): the operator's to fix.
+		why := strings.TrimSpace(pgErr.Message)
+		if pgErr.Detail != "" {
+			why += " (" + strings.TrimSpace(pgErr.Detail) + ")"
+		}
+		return fmt.Errorf("%w: create publication %q with --where on %s: %s", ErrNotReady, t.Publication, strings.Join(t.filterNames(), ", "), why)
+	}
+	if err != nil {
+		return fmt.Errorf("create publication %q: %w", t.Publication, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("create publication %q: %w", t.Publication, err)
 	}
 	return nil
 }
@@ -306,7 +365,8 @@ func SlotExists(ctx context.Context, conn *pgx.Conn, slot string) (bool, error) 
 // PrepareTables is Prepare without the slot: the server, the tables and
 // the publication.
 func PrepareTables(ctx context.Context, conn *pgx.Conn, t Target) error {
-	if err := checkServer(ctx, conn); err != nil {
+	version, err := checkServer(ctx, conn, t)
+	if err != nil {
 		return err
 	}
 	for _, tb := range t.Tables {
@@ -314,5 +374,5 @@ func PrepareTables(ctx context.Context, conn *pgx.Conn, t Target) error {
 			return err
 		}
 	}
-	return ensurePublication(ctx, conn, t)
+	return ensurePublication(ctx, conn, t, version)
 }

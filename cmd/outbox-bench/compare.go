@@ -48,7 +48,7 @@ type drainRun struct {
 }
 
 // compare runs every contender on the same Postgres and broker, one at a
-// time, rounds times, alternating their order from round to round; and the
+// time, rounds times, their order rotated from round to round; and the
 // bare reader's latency ceiling at the same loads.
 func (b *bench) compare(ctx context.Context, contenders []contender, rounds int, loads []load, d time.Duration, backlog int, ceiling bool) ([]phaseResult, []drainRun, error) {
 	var phases []phaseResult
@@ -57,10 +57,11 @@ func (b *bench) compare(ctx context.Context, contenders []contender, rounds int,
 		return nil, nil, fmt.Errorf("warm the broker up: %w", err)
 	}
 	for round := range rounds {
-		order := slices.Clone(contenders)
-		if round%2 == 1 {
-			slices.Reverse(order)
-		}
+		// Rotated one place a round: two contenders alternate, and each of
+		// more moves through the positions (the broker warms up, and
+		// whoever goes first pays for it).
+		k := round % len(contenders)
+		order := append(slices.Clone(contenders[k:]), contenders[:k]...)
 		for _, c := range order {
 			ps, dr, err := b.compareOne(ctx, c, round+1, loads, d, backlog)
 			if err != nil {

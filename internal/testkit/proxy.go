@@ -9,7 +9,9 @@ import (
 // network fault would. Cut blackholes the open connections (bytes are read
 // and dropped both ways, the sockets stay open, as when a firewall forgets a
 // connection); Blackhole does that to new connections too, until Restore;
-// Drop closes the open connections.
+// CutResponses drops only what the server sends, on open and new
+// connections until Restore (a request reaches the server, its answer is
+// lost); Drop closes the open connections.
 type Proxy struct {
 	ln     net.Listener
 	target string
@@ -17,6 +19,7 @@ type Proxy struct {
 	mu    sync.Mutex
 	conns map[*link]bool
 	dark  bool // new connections are blackholed from the start
+	mute  bool // new connections have their responses cut from the start
 	wg    sync.WaitGroup
 }
 
@@ -24,12 +27,15 @@ type link struct {
 	client, server net.Conn
 	mu             sync.Mutex
 	blackholed     bool
+	muted          bool // the server's bytes are dropped, the client's pass
 }
 
-func (l *link) isBlackholed() bool {
+// drops reports whether bytes read from the server (fromServer) or from
+// the client are to be dropped.
+func (l *link) drops(fromServer bool) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.blackholed
+	return l.blackholed || fromServer && l.muted
 }
 
 // StartProxy listens on a free loopback port and forwards to target.
@@ -72,17 +78,17 @@ func (p *Proxy) accept() {
 		}
 		l := &link{client: c, server: s}
 		p.mu.Lock()
-		l.blackholed = p.dark
+		l.blackholed, l.muted = p.dark, p.mute
 		p.conns[l] = true
 		p.mu.Unlock()
-		p.wg.Go(func() { p.pipe(l, c, s) })
-		p.wg.Go(func() { p.pipe(l, s, c) })
+		p.wg.Go(func() { p.pipe(l, c, s, false) })
+		p.wg.Go(func() { p.pipe(l, s, c, true) })
 	}
 }
 
-// pipe copies src to dst until either closes, dropping what it reads while
-// the link is blackholed.
-func (p *Proxy) pipe(l *link, src, dst net.Conn) {
+// pipe copies src (the server when fromServer) to dst until either closes,
+// dropping what it reads while the link drops that direction.
+func (p *Proxy) pipe(l *link, src, dst net.Conn, fromServer bool) {
 	defer func() {
 		src.Close()
 		dst.Close()
@@ -93,7 +99,7 @@ func (p *Proxy) pipe(l *link, src, dst net.Conn) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
-		if n > 0 && !l.isBlackholed() {
+		if n > 0 && !l.drops(fromServer) {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
@@ -124,11 +130,29 @@ func (p *Proxy) Blackhole() int {
 	return p.Cut()
 }
 
-// Restore ends a Blackhole: new connections pass again; the blackholed
-// ones are closed, as a router's reset would, so clients reconnect.
+// CutResponses drops what the server sends on every open connection, and
+// on new ones until Restore, while the client's requests still reach it:
+// the server acts on a request whose answer never comes back, as when a
+// connection dies after the request went out. It returns how many
+// connections were open.
+func (p *Proxy) CutResponses() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.mute = true
+	for l := range p.conns {
+		l.mu.Lock()
+		l.muted = true
+		l.mu.Unlock()
+	}
+	return len(p.conns)
+}
+
+// Restore ends a Blackhole or CutResponses: new connections pass again; the
+// open ones (cut) are closed, as a router's reset would, so clients
+// reconnect.
 func (p *Proxy) Restore() {
 	p.mu.Lock()
-	p.dark = false
+	p.dark, p.mute = false, false
 	p.mu.Unlock()
 	p.Drop()
 }

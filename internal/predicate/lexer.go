@@ -1,12 +1,12 @@
-package backfill
+package predicate
 
 import (
 	"fmt"
 	"strings"
 )
 
-// A small lexer for PostgreSQL expressions, enough to judge a
-// --backfill-where predicate before any server sees it: where its strings,
+// A small lexer for PostgreSQL expressions, enough to judge a predicate
+// (--backfill-where, --where) before any server sees it: where its strings,
 // quoted identifiers, comments and parentheses begin and end, which words
 // are keywords and which names are called as functions. It follows the
 // server's scanner (src/backend/parser/scan.l) for everything that can hide
@@ -30,6 +30,7 @@ const (
 type token struct {
 	kind tokenKind
 	text string
+	raw  string // as written in the source, which Expr.SQL renders
 }
 
 // lexExpr splits src into tokens, dropping whitespace and comments.
@@ -48,6 +49,7 @@ func lexExpr(src string) ([]token, error) {
 		if err != nil {
 			return nil, err
 		}
+		t.raw = src[i:end]
 		out = append(out, t)
 		i = end
 	}
@@ -83,28 +85,28 @@ func lexToken(src string, i int) (token, int, error) {
 		if err != nil {
 			return token{}, 0, err
 		}
-		return token{tokString, src[i:end]}, end, nil
+		return token{kind: tokString, text: src[i:end]}, end, nil
 	case c == '"':
 		end, err := quotedEnd(src, i, '"', false)
 		if err != nil {
 			return token{}, 0, err
 		}
-		return token{tokQuoted, strings.ReplaceAll(src[i+1:end-1], `""`, `"`)}, end, nil
+		return token{kind: tokQuoted, text: strings.ReplaceAll(src[i+1:end-1], `""`, `"`)}, end, nil
 	case c == '$':
 		return dollar(src, i)
 	case isIdentStart(c):
 		return word(src, i)
 	case isDigit(c) || c == '.' && i+1 < len(src) && isDigit(src[i+1]):
 		end := numberEnd(src, i)
-		return token{tokNumber, src[i:end]}, end, nil
+		return token{kind: tokNumber, text: src[i:end]}, end, nil
 	case c == ':' && i+1 < len(src) && src[i+1] == ':':
 		// The cast operator, before ':' alone is taken as punctuation.
-		return token{tokOp, "::"}, i + 2, nil
+		return token{kind: tokOp, text: "::"}, i + 2, nil
 	case strings.IndexByte("()[],;:.", c) >= 0:
-		return token{tokPunct, string(c)}, i + 1, nil
+		return token{kind: tokPunct, text: string(c)}, i + 1, nil
 	case strings.IndexByte(opChars, c) >= 0:
 		end := operatorEnd(src, i)
-		return token{tokOp, src[i:end]}, end, nil
+		return token{kind: tokOp, text: src[i:end]}, end, nil
 	default:
 		return token{}, 0, fmt.Errorf("unexpected character %q at offset %d", c, i)
 	}
@@ -118,13 +120,13 @@ func dollar(src string, i int) (token, int, error) {
 		for j < len(src) && isDigit(src[j]) {
 			j++
 		}
-		return token{tokParam, src[i:j]}, j, nil
+		return token{kind: tokParam, text: src[i:j]}, j, nil
 	}
 	end, err := dollarQuoted(src, i)
 	if err != nil {
 		return token{}, 0, err
 	}
-	return token{tokString, src[i:end]}, end, nil
+	return token{kind: tokString, text: src[i:end]}, end, nil
 }
 
 // numberEnd returns the offset past the numeric constant at i. Letters,
@@ -185,21 +187,30 @@ func word(src string, i int) (token, int, error) {
 		if quote == '"' {
 			// The name is only known after UESCAPE processing; taken as
 			// written it can only fail to match, never hide syntax.
-			return token{tokQuoted, src[at+1 : end-1]}, end, nil
+			return token{kind: tokQuoted, text: src[at+1 : end-1]}, end, nil
 		}
-		return token{tokString, src[i:end]}, end, nil
+		return token{kind: tokString, text: src[i:end]}, end, nil
 	}
-	return token{tokWord, w}, j, nil
+	return token{kind: tokWord, text: w}, j, nil
 }
 
 // quotedEnd returns the offset just past the quoted run starting at i
 // (src[i] == q), where a doubled quote stands for one, and with backslash
 // escapes when escapes (E'…' strings).
+//
+// A backslash in a plain '…' string is refused: the server reads it as an
+// escape when standard_conforming_strings is off (a setting of the
+// server, the database, the role or the connection): there a backslash
+// escapes the quote after it, so a string can end earlier than here, and
+// what follows it would be read as SQL. E'…' reads the same under either
+// setting.
 func quotedEnd(src string, i int, q byte, escapes bool) (int, error) {
 	for j := i + 1; j < len(src); j++ {
 		switch {
 		case escapes && src[j] == '\\':
 			j++ // the next byte is escaped, whatever it is
+		case q == '\'' && src[j] == '\\':
+			return 0, fmt.Errorf("a backslash in the string starting at offset %d: the server may read it as an escape (standard_conforming_strings); write E'…' for escapes", i)
 		case src[j] == q && j+1 < len(src) && src[j+1] == q:
 			j++
 		case src[j] == q:

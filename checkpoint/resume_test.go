@@ -1,0 +1,53 @@
+package checkpoint
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/jackc/pglogrepl"
+)
+
+func TestResume(t *testing.T) {
+	const slot = pglogrepl.LSN(0x5000)
+	here := System{ID: "7312345678901234567", Timeline: 2}
+	at := func(end pglogrepl.LSN, edit func(*Record)) Record {
+		r := Record{SystemID: here.ID, Timeline: here.Timeline, Slot: "s", CommitLSN: end - 0x30, EndLSN: end, Xid: 9}
+		if edit != nil {
+			edit(&r)
+		}
+		return r
+	}
+	tests := []struct {
+		name      string
+		rec       Record
+		found     bool
+		wantStart pglogrepl.LSN
+		wantWarn  bool
+		says      []string // in the reason
+	}{
+		{"no checkpoint", Record{}, false, slot, true, []string{"no checkpoint", "trusting the slot at 0/5000", "may repeat"}},
+		{"another system", at(0x6000, func(r *Record) { r.SystemID = "6999" }), true, slot, true,
+			[]string{"system 6999", "system 7312345678901234567", "trusting the slot", "may repeat"}},
+		{"an earlier timeline, ahead of the slot", at(0x6000, func(r *Record) { r.Timeline = 1 }), true, slot, true,
+			[]string{"timeline 1", "timeline 2", "trusting the slot"}},
+		{"a later timeline", at(0x6000, func(r *Record) { r.Timeline = 3 }), true, slot, true, []string{"timeline 3", "timeline 2"}},
+		{"an earlier timeline, behind the slot", at(0x4000, func(r *Record) { r.Timeline = 1 }), true, slot, true, []string{"timeline 1"}},
+		{"at the slot", at(slot, nil), true, slot, false, []string{"matches the slot"}},
+		{"behind the slot", at(0x4fff, nil), true, slot, true, []string{"0/4FFF", "behind the slot at 0/5000", "trusting the slot"}},
+		{"ahead of the slot", at(0x6000, nil), true, 0x6000, false, []string{"0/6000", "ahead of the slot at 0/5000", "skipping"}},
+		{"ahead, but found false", at(0x6000, nil), false, slot, true, []string{"no checkpoint"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := Resume(slot, here, tt.rec, tt.found)
+			if d.Start != tt.wantStart || d.Warn != tt.wantWarn {
+				t.Errorf("start %s warn %v, want %s warn %v (%s)", d.Start, d.Warn, tt.wantStart, tt.wantWarn, d.Reason)
+			}
+			for _, s := range tt.says {
+				if !strings.Contains(d.Reason, s) {
+					t.Errorf("reason %q does not say %q", d.Reason, s)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,69 @@
+package relay
+
+import (
+	"log/slog"
+	"net/url"
+
+	"github.com/outbox-cdc/outbox-cdc/registry"
+	"github.com/outbox-cdc/outbox-cdc/sink"
+)
+
+// Registry is the Confluent-compatible schema registry the contracts are
+// registered with (package registry). With a URL, each event whose type
+// has a contract gets the registry's wire format as its value: 0x00, the
+// schema id of its contract under the subject <topic>-<event type>
+// (4 bytes, big-endian), then the payload unchanged; an event type without
+// a contract (Contracts.Unknown = allow) and a tombstone are sent as
+// without a registry. A registry that does not answer holds publishing
+// back until it does; one that refuses a contract makes its events invalid
+// (reason schema_registry_refused).
+type Registry struct {
+	// URL is the API's base (--schema-registry), such as
+	// http://registry:8081 or Apicurio's http://HOST:8080/apis/ccompat/v7;
+	// empty: no registry, values unframed.
+	URL string
+	// User and Password are basic auth credentials
+	// (--schema-registry-user, --schema-registry-password); both or
+	// neither. The password is never logged.
+	User, Password string
+}
+
+// validateRegistry checks the registry's settings against the contracts'
+// and the envelope's.
+func (c Config) validateRegistry() error {
+	g := c.Contracts.Registry
+	if g.URL == "" {
+		if g.User != "" || g.Password != "" {
+			return bad("schema-registry", "--schema-registry-user and --schema-registry-password need --schema-registry URL")
+		}
+		return nil
+	}
+	u, err := url.Parse(g.URL)
+	switch {
+	case err == nil && u.User != nil: // checked first: the URL is not quoted then
+		return bad("schema-registry", "--schema-registry: put the credentials in --schema-registry-user and --schema-registry-password (or %s_FILE), not in the URL", envName("schema-registry-password"))
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return bad("schema-registry", "--schema-registry %q: want the base URL of a Confluent-compatible API, http(s)://HOST:PORT[/PATH] (Apicurio's ends in /apis/ccompat/v7)", g.URL)
+	case (g.User == "") != (g.Password == ""):
+		return bad("schema-registry-user", "--schema-registry-user and --schema-registry-password (or %s_FILE) go together: give both or neither", envName("schema-registry-password"))
+	case c.Contracts.Dir == "":
+		return bad("schema-registry", "--schema-registry needs --contracts DIR: the contracts are what is registered, and only events with one are framed")
+	case c.Producer.Envelope != sink.EnvelopeRaw:
+		return bad("schema-registry", "--schema-registry frames the record value as the registry's wire format (0x00, the schema id, the payload), which needs --envelope=raw: --envelope=%s wraps the payload in a document, or announces the value's content type (cloudevents' content-type header), which a framed value would contradict", c.Producer.Envelope)
+	}
+	return nil
+}
+
+// registry is what sink frames values with: nil without a URL. contracts
+// are the loaded contracts (a *contract.Set).
+func (c Contracts) registry(contracts sink.Contracts, log *slog.Logger) (sink.Registry, error) {
+	docs, ok := contracts.(registry.Documents)
+	if c.Registry.URL == "" || !ok {
+		return nil, nil // a nil interface, not a nil *registry.Registry in one
+	}
+	reg, err := registry.New(registry.Config{URL: c.Registry.URL, User: c.Registry.User, Password: c.Registry.Password, Documents: docs, Logger: log})
+	if err != nil {
+		return nil, bad("schema-registry", "--schema-registry: %v", err)
+	}
+	return reg, nil
+}

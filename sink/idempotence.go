@@ -1,0 +1,199 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
+	"github.com/segmentio/kafka-go/protocol/initproducerid"
+
+	"github.com/outbox-cdc/outbox-cdc/producer"
+)
+
+// The writer is an idempotent producer, as the Java producer is by
+// default: each batch carries a producer id, its epoch and the sequence
+// number of its first record in its partition, so that the broker writes a
+// batch sent twice (its answer lost, a timeout after the write) once.
+//
+// A partition keeps at most one batch in flight (no pipelining yet): a
+// retry carries the same records with the same sequence, and the sequence
+// advances only once the batch is acknowledged. A broker that refuses the
+// sequence (it lost the producer's state, or the sequences diverged) makes
+// the writer ask for a new producer id; the partition starts again from
+// sequence 0 under it and its batch is retried, which may duplicate it
+// (at least once allows that; the event is never lost).
+//
+// A broker that refuses producer ids (no IDEMPOTENT_WRITE permission, a
+// broker too old) leaves the writer non-idempotent, as it was before, with
+// one warning.
+
+// session is a producer id and epoch from InitProducerID.
+type session struct {
+	id    int64
+	epoch int16
+}
+
+// sequence is one partition's place in a session. Guarded by w.mu.
+type sequence struct {
+	session
+	next int32 // the base sequence of the partition's next batch
+}
+
+// idempotence is the writer's producer identity.
+type idempotence struct {
+	renew sync.Mutex // one InitProducerID at a time
+
+	// Guarded by w.mu.
+	asked   bool    // InitProducerID answered, or refused for good
+	off     bool    // refused: batches carry no producer id
+	current session // the id new partitions (and fenced ones) use
+}
+
+// initProducerIDOverride marks initProducerIDRequest in kafka-go's
+// protocol tables.
+const initProducerIDOverride protocol.OverrideTypeKey = 22
+
+// initProducerIDRequest is kafka-go's InitProducerID request without its
+// Transaction method: kafka-go sends that one to the transaction
+// coordinator of its transactional id, through a FindCoordinator that a
+// producer without a transactional id needs not (and may not be allowed
+// to) make. This type goes to any broker, as the Java producer's does.
+type initProducerIDRequest initproducerid.Request
+
+func (r *initProducerIDRequest) ApiKey() protocol.ApiKey { return protocol.InitProducerId }
+
+func (r *initProducerIDRequest) TypeKey() protocol.OverrideTypeKey { return initProducerIDOverride }
+
+func init() {
+	protocol.RegisterOverride(&initProducerIDRequest{}, &initproducerid.Response{}, initProducerIDOverride)
+}
+
+// ensureSession asks for a producer id before the writer's first batch. A
+// failure that may pass is returned transient, so the batches are retried.
+func (w *Writer) ensureSession() error {
+	w.mu.Lock()
+	asked := w.idem.asked
+	w.mu.Unlock()
+	if asked {
+		return nil
+	}
+	return w.renewSession(session{id: -1, epoch: -1}, nil)
+}
+
+// renewSession asks for a new producer id unless the writer's current one
+// is no longer old (another partition renewed it meanwhile). cause is the
+// broker's refusal of old, nil for the first one.
+func (w *Writer) renewSession(old session, cause error) error {
+	w.idem.renew.Lock()
+	defer w.idem.renew.Unlock()
+	w.mu.Lock()
+	done := w.idem.off || w.idem.asked && w.idem.current != old
+	w.mu.Unlock()
+	if done {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(w.abandon, 10*time.Second)
+	defer cancel()
+	s, err := w.initProducerID(ctx)
+	if err != nil {
+		perr := classify(err)
+		if perr.Transient || w.abandon.Err() != nil {
+			return &Error{Err: fmt.Errorf("get a producer id: %w", err), Transient: true}
+		}
+		w.mu.Lock()
+		w.idem.asked, w.idem.off = true, true
+		w.mu.Unlock()
+		w.log.Warn("the broker gives no producer id: sending without idempotence (a retried batch may be written twice)", slog.Any("err", err))
+		return nil
+	}
+	w.mu.Lock()
+	w.idem.asked, w.idem.current = true, s
+	w.mu.Unlock()
+	if cause != nil {
+		w.log.Warn("the broker refused the producer's sequence: continuing under a new producer id, the refused batch may be written twice",
+			slog.Int64("old_producer_id", old.id), slog.Int64("producer_id", s.id), slog.Any("err", cause))
+	} else {
+		w.log.Debug("idempotent producer", slog.Int64("producer_id", s.id), slog.Int("epoch", int(s.epoch)))
+	}
+	return nil
+}
+
+// initProducerID asks any broker for a producer id without a
+// transactional id.
+func (w *Writer) initProducerID(ctx context.Context) (session, error) {
+	res, err := w.client.Transport.RoundTrip(ctx, w.client.Addr, &initProducerIDRequest{
+		TransactionTimeoutMs: 60_000, ProducerID: -1, ProducerEpoch: -1, // as the Java producer sends it; unused without a transactional id
+	})
+	if err != nil {
+		return session{}, fmt.Errorf("init producer id: %w", err)
+	}
+	r := res.(*initproducerid.Response)
+	if r.ErrorCode != 0 {
+		return session{}, fmt.Errorf("init producer id: %w", kafka.Error(r.ErrorCode))
+	}
+	return session{id: r.ProducerID, epoch: r.ProducerEpoch}, nil
+}
+
+// stamp returns the producer fields of p's next batch: its session and
+// sequence, which stay the same on every retry of the batch until it is
+// acknowledged or refused. Called with mu held.
+func (w *Writer) stamp(p *partition) producer.BatchHeader {
+	if w.idem.off || !w.idem.asked {
+		return producer.NoProducer
+	}
+	if p.seq == nil {
+		p.seq = &sequence{session: w.idem.current}
+	}
+	return producer.BatchHeader{ProducerID: p.seq.id, ProducerEpoch: p.seq.epoch, BaseSequence: p.seq.next}
+}
+
+// advance moves p's sequence past an acknowledged batch of n records that
+// carried h. Called with mu held.
+func (w *Writer) advance(p *partition, h producer.BatchHeader, n int) {
+	s := p.seq
+	if h.ProducerID < 0 || s == nil || s.id != h.ProducerID || s.epoch != h.ProducerEpoch || s.next != h.BaseSequence {
+		return
+	}
+	s.next = addSequence(s.next, n)
+}
+
+// addSequence adds n to a sequence number, wrapping past MaxInt32 to 0 as
+// Kafka does.
+func addSequence(seq int32, n int) int32 {
+	if int64(seq)+int64(n) > math.MaxInt32 {
+		return int32(int64(seq) + int64(n) - math.MaxInt32 - 1)
+	}
+	return seq + int32(n)
+}
+
+// fenced reports whether err is the broker refusing a batch's producer id,
+// epoch or sequence: what a new producer id cures.
+func fenced(err error) bool {
+	return errors.Is(err, kafka.OutOfOrderSequenceNumber) || errors.Is(err, kafka.UnknownProducerId) ||
+		errors.Is(err, kafka.InvalidProducerEpoch)
+}
+
+// refence handles the broker's refusal (err) of h, p's batch: it renews
+// the writer's producer id if h still carries it, and moves p to the new
+// one, from sequence 0. The caller retries the batch. Called without mu,
+// while p's batch is out (busy), so nothing else sends for p; the caller
+// (a sender, or a salvage) waits for the InitProducerID round trip, at
+// most 10 s, which is rare enough not to be worth a goroutine.
+func (w *Writer) refence(p *partition, h producer.BatchHeader, err error) error {
+	old := session{id: h.ProducerID, epoch: h.ProducerEpoch}
+	if rerr := w.renewSession(old, err); rerr != nil {
+		return rerr
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if p.seq != nil && p.seq.session == old && w.idem.current != old {
+		p.seq = &sequence{session: w.idem.current}
+	}
+	return nil
+}

@@ -1,0 +1,103 @@
+package sink
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
+	produceAPI "github.com/segmentio/kafka-go/protocol/produce"
+	"github.com/segmentio/kafka-go/protocol/rawproduce"
+
+	"github.com/outbox-cdc/outbox-cdc/producer"
+)
+
+// produceRequest stamps each batch with its partition's producer fields
+// (see stamp) and encodes it with the producer core, into one produce
+// request, acks=all. It returns the request and how many records it holds.
+func (w *Writer) produceRequest(batches []batch) (*rawproduce.Request, int, error) {
+	w.mu.Lock()
+	for i := range batches {
+		batches[i].h = w.stamp(batches[i].p)
+	}
+	w.mu.Unlock()
+	req := &rawproduce.Request{Acks: int16(kafka.RequireAll), Timeout: int32(produceTimeout / time.Millisecond)}
+	records := 0
+	for _, b := range batches {
+		rs, err := w.encode(b.h, b.msgs)
+		if err != nil {
+			return nil, 0, fmt.Errorf("produce to %s/%d: %w", b.p.tp.topic, b.p.tp.id, err)
+		}
+		part := rawproduce.RequestPartition{Partition: int32(b.p.tp.id), RecordSet: rs}
+		records += len(b.msgs)
+		if i := slices.IndexFunc(req.Topics, func(t rawproduce.RequestTopic) bool { return t.Topic == b.p.tp.topic }); i >= 0 {
+			req.Topics[i].Partitions = append(req.Topics[i].Partitions, part)
+			continue
+		}
+		req.Topics = append(req.Topics, rawproduce.RequestTopic{Topic: b.p.tp.topic, Partitions: []rawproduce.RequestPartition{part}})
+	}
+	return req, records, nil
+}
+
+// encode returns msgs as one record batch carrying h, framed (its length
+// first) as a produce request holds it. Each request gets bytes of its own:
+// kafka-go may still read a request's bytes after its round trip returned
+// (a cancelled request), so they are not pooled.
+func (w *Writer) encode(h producer.BatchHeader, msgs []kafka.Message) (protocol.RawRecordSet, error) {
+	records := make([]producer.Record, len(msgs))
+	size := 4 + 61
+	for i := range msgs {
+		m := &msgs[i]
+		records[i] = producer.Record{Key: m.Key, Value: m.Value, Headers: m.Headers, Time: m.Time}
+		size += recordSize(m) + 16 + 8*len(m.Headers)
+	}
+	buf := make([]byte, 4, size)
+	buf, err := producer.AppendBatch(buf, h, records, w.cfg.Compression&7)
+	if err != nil {
+		return protocol.RawRecordSet{}, fmt.Errorf("encode a batch of %d records: %w", len(msgs), err)
+	}
+	binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
+	return protocol.RawRecordSet{Reader: bytes.NewReader(buf)}, nil
+}
+
+// answers returns each partition's error code in res; a duplicate sequence
+// number is an acknowledgement (the broker has the batch already).
+func answers(res *produceAPI.Response) map[topicPartition]int16 {
+	codes := map[topicPartition]int16{}
+	for _, t := range res.Topics {
+		for _, p := range t.Partitions {
+			code := p.ErrorCode
+			if kafka.Error(code) == kafka.DuplicateSequenceNumber {
+				code = 0
+			}
+			codes[topicPartition{t.Topic, int(p.Partition)}] = code
+		}
+	}
+	return codes
+}
+
+// salvaged returns tp's partition when a salvage holds it, locked against
+// other synchronous sends to it until release is called, so that its
+// sequence has one batch out at a time; otherwise nil. The salvage ends
+// (salvaging false) only under the same lock.
+func (w *Writer) salvaged(tp topicPartition) (p *partition, release func()) {
+	w.mu.Lock()
+	p = w.parts[tp]
+	held := p != nil && p.salvaging
+	w.mu.Unlock()
+	if !held {
+		return nil, func() {}
+	}
+	p.oneByOne.Lock()
+	w.mu.Lock()
+	held = p.salvaging
+	w.mu.Unlock()
+	if !held {
+		p.oneByOne.Unlock()
+		return nil, func() {}
+	}
+	return p, p.oneByOne.Unlock
+}

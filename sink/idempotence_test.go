@@ -1,0 +1,345 @@
+package sink
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
+	"github.com/segmentio/kafka-go/protocol/rawproduce"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/outbox-cdc/outbox-cdc/decode"
+)
+
+// producerIDs watches a fake cluster: the InitProducerID requests it
+// receives and the producer ids of the batches produced to it.
+type producerIDs struct {
+	inits   atomic.Int64
+	mu      sync.Mutex
+	batches map[string]map[int64]int // by topic: batches by producer id (−1: none)
+}
+
+func watchProducerIDs(t *testing.T, cluster *kfake.Cluster) *producerIDs {
+	w := &producerIDs{batches: map[string]map[int64]int{}}
+	cluster.ControlKey(int16(kmsg.InitProducerID), func(kmsg.Request) (kmsg.Response, error, bool) {
+		cluster.KeepControl()
+		w.inits.Add(1)
+		return nil, nil, false
+	})
+	cluster.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		cluster.KeepControl()
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		for _, rt := range req.(*kmsg.ProduceRequest).Topics {
+			for _, rp := range rt.Partitions {
+				var b kmsg.RecordBatch
+				if err := b.ReadFrom(rp.Records); err != nil {
+					t.Errorf("a batch the writer sent does not decode: %v", err)
+				}
+				if w.batches[rt.Topic] == nil {
+					w.batches[rt.Topic] = map[int64]int{}
+				}
+				w.batches[rt.Topic][b.ProducerID]++
+			}
+		}
+		return nil, nil, false
+	})
+	return w
+}
+
+// idempotent reports whether every batch to topic carried a producer id.
+func (w *producerIDs) idempotent(topic string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.batches[topic][-1] == 0 && len(w.batches[topic]) > 0
+}
+
+// publishKeyed publishes events over keys; an event's payload is its
+// number within its key, so that checkLog can check each key's order.
+func publishKeyed(ctx context.Context, t *testing.T, w *Writer, events, keys int) {
+	t.Helper()
+	for i := range events {
+		ev := &decode.Event{ID: fmt.Sprint(i), AggregateType: "t", AggregateID: fmt.Sprintf("k%d", i%keys), EventType: "e",
+			Payload: binary.BigEndian.AppendUint32(nil, uint32(i/keys))}
+		if err := w.Publish(ctx, ev, uint64(i)); err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+		if i%20 == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+// TestLostAnswerIsNotDuplicated: the broker writes batches and answers
+// with an error (the answer of a write that happened, lost), so the writer
+// retries them. With producer ids the broker recognises each retry and the
+// topic holds every event once; without (the broker refuses producer ids,
+// so the writer falls back) the same faults duplicate events, which shows
+// that the count can fail. A producer id refused for a while (the broker
+// not ready) is asked again, not given up.
+func TestLostAnswerIsNotDuplicated(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		err        *kerr.Error
+		idsErr     *kerr.Error // InitProducerID's answer, idsCount times
+		idsCount   int
+		wantDupes  bool
+		idempotent bool
+	}{
+		{"timed out after the write", kerr.RequestTimedOut, nil, 0, false, true},
+		{"not enough replicas after append", kerr.NotEnoughReplicasAfterAppend, nil, 0, false, true},
+		{"producer id late, timed out after the write", kerr.RequestTimedOut, kerr.NotCoordinator, 3, false, true},
+		{"no producer ids, timed out after the write", kerr.RequestTimedOut, kerr.ClusterAuthorizationFailed, -1, true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "idem"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cluster.Close()
+			ids := watchProducerIDs(t, cluster)
+			faults := cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "idem", Err: c.err, Count: 6})
+			if c.idsErr != nil {
+				cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.InitProducerID}, Err: c.idsErr, Count: c.idsCount})
+			}
+			topic, _ := ParseTopic("idem")
+			const events, keys = 400, 10
+			f := newFates(events)
+			w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 20, BatchTimeout: 2 * time.Millisecond,
+				MissingTopicTimeout: 10 * time.Second}, f.done)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			publishKeyed(ctx, t, w, events, keys)
+			f.wait(ctx, t, w)
+			checkAckOrder(t, f, keys)
+			total, distinct, _ := checkLog(ctx, t, cluster.ListenAddrs(), "idem", 2)
+			if distinct != events {
+				t.Errorf("%d distinct events in the topic, want %d", distinct, events)
+			}
+			if dupes := total - distinct; (dupes > 0) != c.wantDupes {
+				t.Errorf("%d duplicates; want some: %t", dupes, c.wantDupes)
+			}
+			if ids.idempotent("idem") != c.idempotent {
+				t.Errorf("batches by producer id %v; want idempotent: %t", ids.batches, c.idempotent)
+			}
+			if faults.Hits() == 0 {
+				t.Fatal("no fault injected: the test proves nothing")
+			}
+			t.Logf("%d faults, %d InitProducerID, batches by producer id %v, %d records for %d events",
+				faults.Hits(), ids.inits.Load(), ids.batches, total, events)
+		})
+	}
+}
+
+// TestRefusedSequenceRenewsProducerID: the broker refuses batches for
+// their producer id, epoch or sequence (before writing them). The writer
+// gets a new producer id, restarts the partition's sequence, and sends the
+// same batch again: every event lands once, in order.
+func TestRefusedSequenceRenewsProducerID(t *testing.T) {
+	for _, code := range []*kerr.Error{kerr.UnknownProducerID, kerr.OutOfOrderSequenceNumber, kerr.InvalidProducerEpoch} {
+		t.Run(code.Message, func(t *testing.T) {
+			cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "idem"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cluster.Close()
+			ids := watchProducerIDs(t, cluster)
+			var produced atomic.Int64
+			faults := cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "idem", Err: code, Count: 2,
+				When: func(kmsg.Request) bool { return produced.Add(1) > 3 }}) // once sequences have advanced
+			topic, _ := ParseTopic("idem")
+			const events, keys = 300, 10
+			f := newFates(events)
+			w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 20, BatchTimeout: 2 * time.Millisecond,
+				MissingTopicTimeout: 10 * time.Second}, f.done)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			publishKeyed(ctx, t, w, events, keys)
+			f.wait(ctx, t, w)
+			checkAckOrder(t, f, keys)
+			total, distinct, _ := checkLog(ctx, t, cluster.ListenAddrs(), "idem", 2)
+			if distinct != events || total != events {
+				t.Errorf("%d records of %d distinct events in the topic, want %d once each", total, distinct, events)
+			}
+			if faults.Hits() == 0 || ids.inits.Load() < 2 || !ids.idempotent("idem") {
+				t.Fatalf("%d faults, %d InitProducerID, batches by producer id %v: want a renewed producer id", faults.Hits(), ids.inits.Load(), ids.batches)
+			}
+			t.Logf("%d refusals, %d InitProducerID, batches by producer id %v", faults.Hits(), ids.inits.Load(), ids.batches)
+		})
+	}
+}
+
+// TestSalvageKeepsSequences: a batch refused for one too large event is
+// sent message by message, and the refused one dead-lettered. The
+// messages sent alone carry the partition's sequence and a refused one
+// does not advance it: the broker never refuses a sequence (which would
+// make the writer ask for a second producer id). Dead letters go without
+// a producer id (see produce).
+func TestSalvageKeepsSequences(t *testing.T) {
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	ids := watchProducerIDs(t, cluster)
+	if err := cluster.CreateTopic("small", 1, map[string]string{"max.message.bytes": "2000"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.CreateTopic("dlq", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	topic, _ := ParseTopic("small")
+	o := newOutcomes()
+	w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 100, BatchTimeout: 20 * time.Millisecond,
+		MissingTopicTimeout: 10 * time.Second, DeadLetterTopic: "dlq"}, o.done)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const events = 30
+	for i := range events {
+		payload := fmt.Appendf(nil, `{"n": %d}`, i)
+		if i%10 == 5 {
+			payload = make([]byte, 3000)
+		}
+		ev := &decode.Event{ID: fmt.Sprint(i), AggregateType: "t", AggregateID: "k", EventType: "e", Payload: payload}
+		if err := w.Publish(ctx, ev, uint64(i)); err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+		if i%10 == 9 {
+			o.wait(ctx, t, i+1) // three batches, each salvaged
+		}
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := readPartition(ctx, t, cluster.ListenAddrs(), "small", 0)
+	for i, m := range got {
+		if id, _ := headerOf(m.Headers, "id"); id != fmt.Sprint(i+i/9+boolInt(i%9 >= 5)) {
+			t.Errorf("record %d is event %s", i, id)
+		}
+	}
+	if len(got) != events-3 || ids.inits.Load() != 1 || !ids.idempotent("small") {
+		t.Errorf("%d records (want %d), %d InitProducerID (want 1), batches by producer id %v", len(got), events-3, ids.inits.Load(), ids.batches)
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// TestIdempotenceUnderRandomFaults is the property: against a 3-broker fake
+// cluster that refuses partitions of produce requests at random, writes
+// some and answers them with an error (lost answers), delays requests and
+// moves partition leaders, every event is acknowledged once, in publish
+// order per key, and the topic holds each event exactly once, each key's
+// in order. Several seeds per run.
+func TestIdempotenceUnderRandomFaults(t *testing.T) {
+	for round := range 3 {
+		seed := uint64(time.Now().UnixNano()) + uint64(round)
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { idempotenceUnderFaults(t, seed) })
+	}
+}
+
+func idempotenceUnderFaults(t *testing.T, seed uint64) {
+	coin := &chance{rng: rand.New(rand.NewPCG(seed, seed>>1))}
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(4, "prop"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	ids := watchProducerIDs(t, cluster)
+	faults := cluster.Fault(
+		kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "prop", Err: kerr.NotLeaderForPartition, Count: -1,
+			When: func(kmsg.Request) bool { return coin.below(0.05) }},
+		kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "prop", Err: kerr.RequestTimedOut, Count: -1,
+			When: func(kmsg.Request) bool { return coin.below(0.06) }},
+		kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "prop", Err: kerr.NotEnoughReplicasAfterAppend, Count: -1,
+			When: func(kmsg.Request) bool { return coin.below(0.04) }},
+	)
+	topic, _ := ParseTopic("prop")
+	const events, keys = 1500, 24
+	f := newFates(events)
+	w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 15, BatchTimeout: 2 * time.Millisecond,
+		MetadataMaxAge: 100 * time.Millisecond, MissingTopicTimeout: 10 * time.Second}, f.done)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stop := make(chan struct{})
+	var moving sync.WaitGroup
+	moving.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(25 * time.Millisecond):
+			}
+			_ = cluster.MoveTopicPartition("prop", int32(coin.intN(4)), int32(coin.intN(3)))
+		}
+	})
+	publishKeyed(ctx, t, w, events, keys)
+	close(stop)
+	moving.Wait()
+	f.wait(ctx, t, w)
+	checkAckOrder(t, f, keys)
+	total, distinct, _ := checkLog(ctx, t, cluster.ListenAddrs(), "prop", 4)
+	if distinct != events || total != events {
+		t.Errorf("%d records of %d distinct events, want %d once each", total, distinct, events)
+	}
+	if faults.Hits() == 0 || !ids.idempotent("prop") {
+		t.Fatalf("%d faults, batches by producer id %v: the test proves too little", faults.Hits(), ids.batches)
+	}
+	t.Logf("%d faults, %d InitProducerID; %d records, each event once, order kept per key", faults.Hits(), ids.inits.Load(), total)
+}
+
+func TestAddSequence(t *testing.T) {
+	for _, c := range []struct {
+		seq  int32
+		n    int
+		want int32
+	}{
+		{0, 1, 1},
+		{100, 20, 120},
+		{math.MaxInt32 - 5, 5, math.MaxInt32},
+		{math.MaxInt32 - 5, 6, 0},
+		{math.MaxInt32 - 5, 10, 4},
+		{math.MaxInt32, 1, 0},
+	} {
+		if got := addSequence(c.seq, c.n); got != c.want {
+			t.Errorf("addSequence(%d, %d) = %d, want %d", c.seq, c.n, got, c.want)
+		}
+	}
+}
+
+// TestLeaderMoved: kafka-go's transport refusing to route a raw produce
+// request (its metadata saw a leader move the writer's has not) makes the
+// writer look the topic up again, as the broker's own NOT_LEADER does.
+func TestLeaderMoved(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"transport: mismatching leaders", fmt.Errorf("produce: %w", rawproduce.NewError(errors.New("mismatching leaders (1!=2)"))), true},
+		{"transport: no leader", rawproduce.NewError(protocol.NewErrNoLeader("t", 0)), true},
+		{"broker: not leader", kafka.NotLeaderForPartition, true},
+		{"broker: unknown partition", fmt.Errorf("x: %w", kafka.UnknownTopicOrPartition), true},
+		{"timeout", kafka.RequestTimedOut, false},
+		{"too large", kafka.MessageSizeTooLarge, false},
+	} {
+		if got := leaderMoved(tc.err); got != tc.want {
+			t.Errorf("%s: leaderMoved = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
