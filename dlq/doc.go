@@ -7,5 +7,8 @@
 //
 // A dead letter is published again as sink wrote it: an event that had a
 // null key (--null-key=allow) was dead-lettered keyed by its id, and is
-// replayed so.
+// replayed so. One whose row named its partition (--column-partition, the
+// outbox_cdc.partition header) goes to that partition, else to its key's;
+// a partition its topic does not have fails it, and it is never sent to
+// another.
 package dlq

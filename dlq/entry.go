@@ -27,6 +27,10 @@ type Entry struct {
 	NullKey   bool      `json:"null_key,omitempty"`
 	Size      int       `json:"size"`                // bytes of the value, as the event had it
 	Truncated string    `json:"truncated,omitempty"` // what was left out to fit: value, or value,headers
+	// ColumnPartition is the partition the row's partition column named
+	// (outbox_cdc.partition, as its text): a replay sends it there, or
+	// fails it; empty: the key's partition.
+	ColumnPartition string `json:"column_partition,omitempty"`
 
 	key, value []byte // as read; value only while replaying
 	headers    []kafka.Header
@@ -37,13 +41,14 @@ type Entry struct {
 // header with that prefix). Every other header, the key, the value and the
 // timestamp are published as the dead letter holds them.
 var StrippedHeaders = []string{sink.HeaderReason, sink.HeaderError, sink.HeaderTable, sink.HeaderLSN, sink.HeaderTopic,
-	sink.HeaderColumn + "*", sink.HeaderNull, sink.HeaderTruncated, sink.HeaderValueBytes, sink.HeaderContractError}
+	sink.HeaderColumn + "*", sink.HeaderNull, sink.HeaderTruncated, sink.HeaderValueBytes, sink.HeaderContractError,
+	sink.HeaderPartition}
 
 // describesFailure reports whether a header is one of StrippedHeaders.
 func describesFailure(key string) bool {
 	switch key {
 	case sink.HeaderReason, sink.HeaderError, sink.HeaderTable, sink.HeaderLSN, sink.HeaderTopic,
-		sink.HeaderNull, sink.HeaderTruncated, sink.HeaderValueBytes, sink.HeaderContractError:
+		sink.HeaderNull, sink.HeaderTruncated, sink.HeaderValueBytes, sink.HeaderContractError, sink.HeaderPartition:
 		return true
 	}
 	return strings.HasPrefix(key, sink.HeaderColumn)
@@ -79,6 +84,8 @@ func entryOf(p int32, r *kafka.Record, keepValue bool) (Entry, error) {
 			e.LSN = v
 		case sink.HeaderTruncated:
 			e.Truncated = v
+		case sink.HeaderPartition:
+			e.ColumnPartition = v
 		case sink.HeaderValueBytes:
 			if n, err := strconv.Atoi(v); err == nil {
 				e.Size = n
@@ -100,14 +107,66 @@ func (e Entry) unreplayable(toTopic string) string {
 		return fmt.Sprintf("its value (%d bytes) was left out to fit the dead-letter topic; publish the row again from the outbox table", e.Size)
 	case e.Topic == "" && toTopic == "":
 		return "the topic it was meant for is not recorded (a row that did not decode into an event has none); give --to-topic"
+	case (e.Reason == sink.ReasonPartitionOutOfRange || e.Reason == sink.ReasonInvalidPartition) && e.ColumnPartition == "":
+		// Written before HeaderPartition was: its key's partition is not
+		// the one its row named.
+		return "the partition its row named is not recorded (no " + sink.HeaderPartition + " header); publish the row again from the outbox table"
 	}
 	return ""
 }
 
+// partitionIn says where in topic, of n partitions, the row's partition
+// column puts e: named is false when it named none (its key places it);
+// why says why it cannot be replayed as it named. A replay never moves
+// such a record to another partition: its consumers may count on where the
+// row put it.
+func (e Entry) partitionIn(topic string, n int) (p int32, named bool, why string) {
+	p, named, err := e.namedPartition()
+	switch {
+	case err != nil:
+		return 0, true, err.Error()
+	case named && (p < 0 || int(p) >= n):
+		return p, true, fmt.Sprintf("its row named partition %d (--column-partition); %s has %d (0 to %d), and a replay does not move it to another", p, topic, n, n-1)
+	}
+	return p, named, ""
+}
+
+// namedPartition is the partition the row's partition column named, read
+// as sink reads the column; named is false when it named none.
+func (e Entry) namedPartition() (p int32, named bool, err error) {
+	if e.ColumnPartition == "" {
+		return 0, false, nil
+	}
+	v, err := strconv.ParseInt(e.ColumnPartition, 10, 32)
+	if err != nil {
+		return 0, true, fmt.Errorf("its row named partition %q (--column-partition), not a partition number", e.ColumnPartition)
+	}
+	return int32(v), true, nil
+}
+
+// columnPartition is a replayed message's partition, as its row named it
+// (Message.WriterData, read by byColumn).
+type columnPartition int32
+
+// byColumn places a replayed message in the partition its row named, else
+// by its key as the relay does (murmur2, as the Java client).
+type byColumn struct{ key *kafka.Murmur2Balancer }
+
+func (b byColumn) Balance(m kafka.Message, partitions ...int) int {
+	if p, ok := m.WriterData.(columnPartition); ok {
+		return int(p) // checked against the topic's count (replay.plan); if it is not there, Kafka refuses it
+	}
+	return b.key.Balance(m, partitions...)
+}
+
 // message is e as published again to topic: its key, value, timestamp and
-// headers but those describing the failure.
+// headers but those describing the failure, bound for the partition its
+// row named, if any (see partitionIn).
 func (e Entry) message(topic string) kafka.Message {
 	m := kafka.Message{Topic: topic, Key: e.key, Value: e.value, Time: e.Time}
+	if p, named, err := e.namedPartition(); named && err == nil {
+		m.WriterData = columnPartition(p)
+	}
 	for _, h := range e.headers {
 		if !describesFailure(h.Key) {
 			m.Headers = append(m.Headers, h)

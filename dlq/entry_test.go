@@ -31,13 +31,14 @@ func TestEntryHeaders(t *testing.T) {
 		"outbox_cdc.reason", "message_too_large", "outbox_cdc.error", "too big", "outbox_cdc.table", "public.outbox",
 		"outbox_cdc.lsn", "0/16B3748", "outbox_cdc.topic", "orders", "id", "e-1", "event_type", "created",
 		"outbox_cdc.column.extra", "x", "outbox_cdc.null", "a,b", "ce_id", "e-1", "outbox_cdc.commit_lsn", "0/16B3748",
-		"traceparent", "00-abc", "outbox_cdc.truncated", "headers", "outbox_cdc.value_bytes", "7", "outbox_cdc.xid", "9")
+		"traceparent", "00-abc", "outbox_cdc.truncated", "headers", "outbox_cdc.value_bytes", "7", "outbox_cdc.xid", "9",
+		"outbox_cdc.partition", "2")
 	e, err := entryOf(3, r, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := Entry{Partition: 3, Offset: 42, Time: r.Time, Reason: "message_too_large", Error: "too big", Topic: "orders",
-		Table: "public.outbox", LSN: "0/16B3748", ID: "e-1", Key: "o-1", Size: 7, Truncated: "headers"}
+		Table: "public.outbox", LSN: "0/16B3748", ID: "e-1", Key: "o-1", Size: 7, Truncated: "headers", ColumnPartition: "2"}
 	got := e
 	got.key, got.value, got.headers = nil, nil, nil
 	if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) {
@@ -53,7 +54,7 @@ func TestEntryHeaders(t *testing.T) {
 	if got, want := strings.Join(kept, " "), "id=e-1 event_type=created ce_id=e-1 outbox_cdc.commit_lsn=0/16B3748 traceparent=00-abc outbox_cdc.xid=9"; got != want {
 		t.Errorf("replayed headers\n%s, want\n%s", got, want)
 	}
-	if m.Topic != "fixed" || string(m.Key) != "o-1" || string(m.Value) != `{"n":1}` || !m.Time.Equal(r.Time) {
+	if m.Topic != "fixed" || string(m.Key) != "o-1" || string(m.Value) != `{"n":1}` || !m.Time.Equal(r.Time) || m.WriterData != columnPartition(2) {
 		t.Errorf("replayed message %+v", m)
 	}
 	for _, h := range StrippedHeaders {
@@ -89,6 +90,9 @@ func TestUnreplayable(t *testing.T) {
 		{Entry{Reason: "null_column"}, "", "give --to-topic"},
 		{Entry{Reason: "null_column"}, "fixed", ""},
 		{Entry{Topic: "orders"}, "", "not a dead letter"},
+		{Entry{Reason: "partition_out_of_range", Topic: "orders"}, "", "the partition its row named is not recorded"},
+		{Entry{Reason: "invalid_partition", Topic: "orders"}, "x", "the partition its row named is not recorded"},
+		{Entry{Reason: "partition_out_of_range", Topic: "orders", ColumnPartition: "3"}, "", ""},
 	} {
 		got := tt.e.unreplayable(tt.toTopic)
 		if tt.want == "" && got != "" || !strings.Contains(got, tt.want) {

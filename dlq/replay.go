@@ -51,7 +51,9 @@ const (
 
 // Replay publishes the selected dead letters again, each to the topic it
 // was meant for (or opts.ToTopic), in offset order per dead-letter
-// partition, with acks=all. A dead letter that fails holds back the later
+// partition, with acks=all: to the partition its row's partition column
+// named, if it named one (one the topic lacks fails the dead letter: it is
+// never sent to another), else to its key's. A dead letter that fails holds back the later
 // ones of its key, so that a key's events keep their order. Replaying twice
 // publishes twice: consumers that deduplicate by the id header (package
 // inbox) see each event once. The error is for what stopped the replay
@@ -59,9 +61,9 @@ const (
 func Replay(ctx context.Context, cfg Config, sel Selection, opts Options) (*Report, error) {
 	tr := cfg.transport()
 	rp := &replay{Report: Report{DryRun: opts.DryRun, Replayed: map[string]int{}}, opts: opts,
-		client: cfg.client(tr), exists: map[string]error{}, failedKeys: map[string]bool{}}
+		client: cfg.client(tr), topics: map[string]topicState{}, failedKeys: map[string]bool{}}
 	if !opts.DryRun {
-		rp.w = &kafka.Writer{Addr: kafka.TCP(cfg.Brokers...), Transport: tr, Balancer: &kafka.Murmur2Balancer{},
+		rp.w = &kafka.Writer{Addr: kafka.TCP(cfg.Brokers...), Transport: tr, Balancer: byColumn{key: &kafka.Murmur2Balancer{}},
 			RequiredAcks: kafka.RequireAll, BatchSize: chunkRecords, BatchBytes: 1 << 30, BatchTimeout: time.Millisecond,
 			Compression: kafka.Lz4}
 		defer rp.w.Close()
@@ -75,8 +77,14 @@ type replay struct {
 	opts       Options
 	client     *kafka.Client
 	w          *kafka.Writer
-	exists     map[string]error // topic: nil, or why it cannot be published to
-	failedKeys map[string]bool  // keys of dead letters that failed
+	topics     map[string]topicState // as the broker answered, once per topic
+	failedKeys map[string]bool       // keys of dead letters that failed
+}
+
+// topicState is what a replay needs to know of a topic it publishes to.
+type topicState struct {
+	partitions int
+	why        error // nil, or why it cannot be published to
 }
 
 // entries replays es, one fetch of one partition, in chunks.
@@ -122,39 +130,46 @@ func (rp *replay) plan(ctx context.Context, e Entry) (Outcome, error) {
 		o.Action, o.Why = HeldBack, "an earlier dead letter of its key failed"
 		return o, nil
 	}
-	why, err := rp.topic(ctx, o.To)
+	st, err := rp.topic(ctx, o.To)
 	if err != nil {
 		return o, err
 	}
+	_, _, why := e.partitionIn(o.To, st.partitions)
 	switch {
-	case why != nil:
-		o.Action, o.Why = Failed, why.Error()
+	case st.why != nil:
+		o.Action, o.Why = Failed, st.why.Error()
+	case why != "":
+		o.Action, o.Why = Failed, why
 	case rp.DryRun:
 		o.Action = WouldReplay
 	}
 	return o, nil
 }
 
-// topic says why topic cannot be published to (nil: it can), asking the
-// broker once per topic. The error is for a broker that cannot be asked.
-func (rp *replay) topic(ctx context.Context, topic string) (why, err error) {
-	if why, ok := rp.exists[topic]; ok {
-		return why, nil
+// topic says how many partitions topic has, or why it cannot be published
+// to, asking the broker once per topic. The error is for a broker that
+// cannot be asked.
+func (rp *replay) topic(ctx context.Context, topic string) (topicState, error) {
+	if st, ok := rp.topics[topic]; ok {
+		return st, nil
 	}
 	md, err := rp.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
 	if err != nil {
-		return nil, fmt.Errorf("metadata of %s: %w", topic, err)
+		return topicState{}, fmt.Errorf("metadata of %s: %w", topic, err)
 	}
+	var st topicState
 	switch {
 	case len(md.Topics) != 1:
-		why = fmt.Errorf("topic %s is not in the broker's answer", topic)
+		st.why = fmt.Errorf("topic %s is not in the broker's answer", topic)
 	case errors.Is(md.Topics[0].Error, kafka.UnknownTopicOrPartition):
-		why = fmt.Errorf("topic %s does not exist; create it (a replay creates no topic)", topic)
+		st.why = fmt.Errorf("topic %s does not exist; create it (a replay creates no topic)", topic)
 	case md.Topics[0].Error != nil:
-		why = fmt.Errorf("topic %s: %w", topic, md.Topics[0].Error)
+		st.why = fmt.Errorf("topic %s: %w", topic, md.Topics[0].Error)
+	default:
+		st.partitions = len(md.Topics[0].Partitions)
 	}
-	rp.exists[topic] = why
-	return why, nil
+	rp.topics[topic] = st
+	return st, nil
 }
 
 // send publishes a chunk; what Kafka refuses is sent again one by one, in

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -29,26 +28,17 @@ func TestStatusOnTheWire(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			client, server := net.Pipe()
-			defer server.Close()
-			pc, err := pipeConn(client)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := newStream(testConfig(), pgConn{pc}, &fakeProgress{confirmed: tt.confirmed})
-			s.received, s.streaming = start, true
 			read := make(chan []byte, 1)
-			go func() { // the server: the first message sent, then whatever follows until the pipe closes
+			pc := servedConn(t, func(b *pgproto3.Backend) { // the server: the first message sent
 				defer close(read)
-				b := pgproto3.NewBackend(server, server)
 				if msg, err := b.Receive(); err == nil {
 					if cd, ok := msg.(*pgproto3.CopyData); ok {
 						read <- slices.Clone(cd.Data)
 					}
 				}
-				for _, err := b.Receive(); err == nil; _, err = b.Receive() {
-				}
-			}()
+			})
+			s := newStream(testConfig(), pgConn{pc}, &fakeProgress{confirmed: tt.confirmed})
+			s.received, s.streaming = start, true
 			if err := s.Close(context.Background()); err != nil {
 				t.Fatalf("close: %v", err)
 			}

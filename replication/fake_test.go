@@ -46,6 +46,32 @@ func pipeConn(c net.Conn) (*pgconn.PgConn, error) {
 	return pgconn.Construct(&pgconn.HijackedConn{Conn: c, Config: cfg, TxStatus: 'I'})
 }
 
+// servedConn is a *pgconn.PgConn whose server is serve, run on the other
+// end of a pipe; after serve the server reads whatever follows, so that
+// the client never blocks on a write. The pipe closes when the test ends,
+// which ends the server, and the test waits for it.
+func servedConn(t *testing.T, serve func(b *pgproto3.Backend)) *pgconn.PgConn {
+	t.Helper()
+	client, server := net.Pipe()
+	pc, err := pipeConn(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b := pgproto3.NewBackend(server, server)
+		serve(b)
+		for _, err := b.Receive(); err == nil; _, err = b.Receive() {
+		}
+	}()
+	t.Cleanup(func() {
+		_ = server.Close()
+		<-done
+	})
+	return pc
+}
+
 // fakeConn is a replication connection whose server is the test: it
 // receives what the test pushes, honours read deadlines as a socket does, and
 // records every status update as it would go on the wire.

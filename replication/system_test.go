@@ -3,7 +3,6 @@ package replication
 import (
 	"context"
 	"errors"
-	"net"
 	"testing"
 
 	"github.com/jackc/pglogrepl"
@@ -35,16 +34,8 @@ func TestSystemOnTheWire(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			client, server := net.Pipe()
-			defer server.Close()
-			pc, err := pipeConn(client)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer pc.Close(context.Background())
 			query := make(chan string, 1)
-			go func() { // the server: one query, one answer
-				b := pgproto3.NewBackend(server, server)
+			pc := servedConn(t, func(b *pgproto3.Backend) { // the server: one query, one answer
 				msg, err := b.Receive()
 				if q, ok := msg.(*pgproto3.Query); ok && err == nil {
 					query <- q.String
@@ -53,9 +44,8 @@ func TestSystemOnTheWire(t *testing.T) {
 				tt.answer(b)
 				b.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
 				_ = b.Flush()
-				for _, err := b.Receive(); err == nil; _, err = b.Receive() { // until the pipe closes
-				}
-			}()
+			})
+			defer pc.Close(context.Background())
 			s := newStream(testConfig(), pgConn{pc}, &fakeProgress{})
 			got, err := s.System(context.Background())
 			if q := <-query; q != "IDENTIFY_SYSTEM" {

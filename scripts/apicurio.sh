@@ -23,6 +23,9 @@ set -euo pipefail
 APICURIO_VERSION=${APICURIO_VERSION:-3.3.3}
 cache=${OUTBOX_CDC_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/outbox-cdc}
 home="$cache/apicurio-$APICURIO_VERSION"
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=scripts/lib.sh
+. "$here/lib.sh"
 
 # need_java prints the major Java version that APICURIO_VERSION needs.
 need_java() {
@@ -67,10 +70,6 @@ fetch() {
   rm -rf "$home" && mv "$tmp" "$home"
 }
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
-
 start_server() {
   local dir=$1 java jar port mport url pid
   java=$(find_java)
@@ -90,21 +89,11 @@ start_server() {
     >"$dir/server.log" 2>&1 </dev/null) &
   pid=$!
   echo "$pid" >"$dir/pid"
-  for _ in $(seq 1 480); do
-    if curl -fsS -o /dev/null "$url/apis/ccompat/v7/subjects" 2>/dev/null; then
-      echo "dir=$dir"
-      echo "url=$url"
-      echo "ccompat=$url/apis/ccompat/v7"
-      echo "pid=$pid"
-      return 0
-    fi
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.25
-  done
-  echo "apicurio.sh: registry did not start; its log:" >&2
-  tail -n 30 "$dir/server.log" >&2
-  kill -9 "$pid" 2>/dev/null || true
-  exit 1
+  await_start "apicurio.sh: registry" "$pid" 480 "$dir/server.log" curl -fs -o /dev/null "$url/apis/ccompat/v7/subjects"
+  echo "dir=$dir"
+  echo "url=$url"
+  echo "ccompat=$url/apis/ccompat/v7"
+  echo "pid=$pid"
 }
 
 cmd=${1:-}
@@ -117,14 +106,7 @@ case "$cmd" in
     start_server "$dir"
     ;;
   stop)
-    dir=${2:?usage: apicurio.sh stop DIR}
-    if [ -f "$dir/pid" ]; then
-      pid=$(cat "$dir/pid")
-      kill -TERM "$pid" 2>/dev/null || true
-      for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
-      kill -9 "$pid" 2>/dev/null || true
-    fi
-    case "$dir" in /tmp/outbox-cdc-apicurio.*) rm -rf "$dir" ;; esac
+    stop_dir "${2:?usage: apicurio.sh stop DIR}" /tmp/outbox-cdc-apicurio.
     ;;
   *)
     echo "usage: scripts/apicurio.sh fetch | start | stop DIR" >&2

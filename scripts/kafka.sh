@@ -22,6 +22,8 @@ KAFKA_VERSION=3.9.1 # keep in step with scripts/kafka/pom.xml
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${OUTBOX_CDC_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/outbox-cdc}
 libs="$cache/kafka-$KAFKA_VERSION/libs"
+# shellcheck source=scripts/lib.sh
+. "$here/lib.sh"
 
 fetch() {
   [ -f "$libs/kafka_2.13-$KAFKA_VERSION.jar" ] && return 0
@@ -34,10 +36,6 @@ fetch() {
   rm -rf "$libs" && mv "$tmp" "$libs"
 }
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
-
 start_server() {
   local dir=$1 port
   port=$(cat "$dir/port")
@@ -47,20 +45,10 @@ start_server() {
     -cp "$libs/*" kafka.Kafka "$dir/server.properties" >>"$dir/server.log" 2>&1 </dev/null &
   local pid=$!
   echo "$pid" >"$dir/pid"
-  for _ in $(seq 1 240); do
-    if grep -q "Kafka Server started" "$dir/server.log" 2>/dev/null; then
-      echo "dir=$dir"
-      echo "brokers=127.0.0.1:$port"
-      echo "pid=$pid"
-      return 0
-    fi
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.25
-  done
-  echo "kafka.sh: broker did not start; its log:" >&2
-  tail -n 30 "$dir/server.log" >&2
-  kill -9 "$pid" 2>/dev/null || true
-  exit 1
+  await_start "kafka.sh: broker" "$pid" 240 "$dir/server.log" grep -qs "Kafka Server started" "$dir/server.log"
+  echo "dir=$dir"
+  echo "brokers=127.0.0.1:$port"
+  echo "pid=$pid"
 }
 
 cmd=${1:-}
@@ -135,15 +123,7 @@ L4J
     while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
     ;;
   stop)
-    dir=${2:?usage: kafka.sh stop DIR}
-    if [ -f "$dir/pid" ]; then
-      pid=$(cat "$dir/pid")
-      kill -CONT "$pid" 2>/dev/null || true
-      kill -TERM "$pid" 2>/dev/null || true
-      for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
-      kill -9 "$pid" 2>/dev/null || true
-    fi
-    case "$dir" in /tmp/outbox-cdc-kafka.*) rm -rf "$dir" ;; esac
+    stop_dir "${2:?usage: kafka.sh stop DIR}" /tmp/outbox-cdc-kafka.
     ;;
   *)
     echo "usage: scripts/kafka.sh fetch | start | restart DIR | stop-server DIR | stop DIR" >&2

@@ -72,9 +72,7 @@ func TestOnePartitionFailsInAMultiPartitionRequest(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for i := range events {
-		ev := &decode.Event{ID: fmt.Sprint(i), AggregateType: "t", AggregateID: fmt.Sprintf("k%d", i%keys), EventType: "e",
-			Payload: binary.BigEndian.AppendUint32(nil, uint32(i/keys))}
-		if err := w.Publish(ctx, ev, uint64(i)); err != nil {
+		if err := w.Publish(ctx, keyedEvent(i, keys), uint64(i)); err != nil {
 			t.Fatalf("publish %d: %v", i, err)
 		}
 		if i%40 == 0 {

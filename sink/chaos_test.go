@@ -3,7 +3,6 @@ package sink
 import (
 	"context"
 	"encoding/binary"
-	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -14,8 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/outbox-cdc/outbox-cdc/decode"
 )
 
 // chance is a seeded coin shared by the fault injectors.
@@ -50,11 +47,7 @@ func TestProducerUnderRandomFaults(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	coin := &chance{rng: rand.New(rand.NewPCG(seed, seed>>1))}
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(3, "chaos"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
+	cluster := newCluster(t, kfake.NumBrokers(3), kfake.SeedTopics(3, "chaos"))
 	var delayed atomic.Int64
 	cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
 		cluster.KeepControl()
@@ -65,41 +58,15 @@ func TestProducerUnderRandomFaults(t *testing.T) {
 		}
 		return nil, nil, false
 	})
-	// When is asked per partition: each partition of a request fails alone.
-	faults := cluster.Fault(
-		kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "chaos", Err: kerr.NotLeaderForPartition, Count: -1,
-			When: func(kmsg.Request) bool { return coin.below(0.06) }},
-		kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "chaos", Err: kerr.NotEnoughReplicas, Count: -1,
-			When: func(kmsg.Request) bool { return coin.below(0.03) }},
-		// Written, then answered as timed out: the retry duplicates it.
-		kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "chaos", Err: kerr.RequestTimedOut, Count: -1,
-			When: func(kmsg.Request) bool { return coin.below(0.03) }},
+	faults := injectRandomFaults(cluster, coin, "chaos",
+		randomFault{kerr.NotLeaderForPartition, 0.06},
+		randomFault{kerr.NotEnoughReplicas, 0.03},
+		randomFault{kerr.RequestTimedOut, 0.03}, // written, then answered as timed out: the retry duplicates it
 	)
 
-	topic, _ := ParseTopic("chaos")
 	const events, keys = 3000, 30
-	f := newFates(events)
-	w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 20, BatchTimeout: 2 * time.Millisecond,
-		MetadataMaxAge: 100 * time.Millisecond, MissingTopicTimeout: 10 * time.Second}, f.done)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-
-	stopMoving := make(chan struct{})
-	var moving sync.WaitGroup
-	var moves atomic.Int64
-	moving.Go(func() { // leaders move until every event is published
-		for {
-			select {
-			case <-stopMoving:
-				return
-			case <-time.After(30 * time.Millisecond):
-			}
-			n := len(cluster.PartitionInfos("chaos"))
-			if cluster.MoveTopicPartition("chaos", int32(coin.intN(n)), int32(coin.intN(3))) == nil {
-				moves.Add(1)
-			}
-		}
-	})
+	ctx, w, f := keyedWriter(t, cluster, "chaos", events, Config{BatchSize: 20, MetadataMaxAge: 100 * time.Millisecond})
+	stopMoving := moveLeaders(cluster, coin, "chaos", 3, 30*time.Millisecond) // until every event is published
 	for i := range events {
 		if i == events/2 {
 			client := &kafka.Client{Addr: kafka.TCP(cluster.ListenAddrs()...)}
@@ -107,29 +74,24 @@ func TestProducerUnderRandomFaults(t *testing.T) {
 				t.Fatalf("create partitions: %v %v", err, res)
 			}
 		}
-		ev := &decode.Event{ID: fmt.Sprint(i), AggregateType: "t", AggregateID: fmt.Sprintf("k%d", i%keys), EventType: "e",
-			Payload: binary.BigEndian.AppendUint32(nil, uint32(i/keys))}
-		if err := w.Publish(ctx, ev, uint64(i)); err != nil {
+		if err := w.Publish(ctx, keyedEvent(i, keys), uint64(i)); err != nil {
 			t.Fatalf("publish %d: %v", i, err)
 		}
 		if i%10 == 0 {
 			time.Sleep(4 * time.Millisecond) // about 1.5 s: requests interleave with moves and the growth
 		}
 	}
-	close(stopMoving)
-	moving.Wait()
-	f.wait(ctx, t, w) // each event acknowledged once, no failure, Close returned
-
-	checkAckOrder(t, f, keys)
-	total, distinct, moved := checkLog(ctx, t, cluster.ListenAddrs(), "chaos", 5)
+	moves := stopMoving()
+	// Each event acknowledged once, no failure, Close returned; order kept per key.
+	total, distinct, moved := checkKeyed(ctx, t, f, w, keys, cluster, "chaos", 5)
 	if distinct != events {
 		t.Errorf("%d distinct events in the topic, want %d", distinct, events)
 	}
-	if faults.Hits() == 0 || moves.Load() == 0 || moved == 0 {
-		t.Fatalf("%d faults, %d leader moves, %d keys moved to a new partition: the test proves too little", faults.Hits(), moves.Load(), moved)
+	if faults.Hits() == 0 || moves == 0 || moved == 0 {
+		t.Fatalf("%d faults, %d leader moves, %d keys moved to a new partition: the test proves too little", faults.Hits(), moves, moved)
 	}
 	t.Logf("%d events: %d partition faults, %d delayed requests, %d leader moves, 3 → 5 partitions (%d keys moved); %d records, %d duplicates, order kept per key",
-		events, faults.Hits(), delayed.Load(), moves.Load(), moved, total, total-distinct)
+		events, faults.Hits(), delayed.Load(), moves, moved, total, total-distinct)
 }
 
 // checkAckOrder checks that each key's events were acknowledged in the

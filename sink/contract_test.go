@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
-
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/outbox-cdc/outbox-cdc/decode"
 )
@@ -66,18 +63,8 @@ func TestContracts(t *testing.T) {
 		{name: "tombstone", tombstone: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "events", "dlq"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cluster.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			topic, _ := ParseTopic("events")
 			obs := &violations{n: map[string]int{}}
-			o := newOutcomes()
-			w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchTimeout: time.Millisecond,
-				DeadLetterTopic: "dlq", Contracts: contracts, Observer: obs}, o.done)
+			ctx, cluster, w, o := eventsWriter(t, Config{Contracts: contracts, Observer: obs})
 			ev := &decode.Event{ID: "e-1", AggregateID: "k", EventType: "Order", Payload: []byte(tc.payload), Tombstone: tc.tombstone}
 			if tc.tombstone {
 				ev.Payload = nil

@@ -27,6 +27,10 @@ const (
 	HeaderNull       = "outbox_cdc.null"        // comma-separated NULL columns of such a row
 	HeaderTruncated  = "outbox_cdc.truncated"   // "value" or "value,headers": left out to fit
 	HeaderValueBytes = "outbox_cdc.value_bytes" // the original value's size, when truncated
+	// HeaderPartition is the partition the row's partition column named
+	// (--column-partition), as its text, only when it named one: a replay
+	// (package dlq) sends the event there, not to its key's partition.
+	HeaderPartition = "outbox_cdc.partition"
 )
 
 // DeadLetterRow dead-letters a row that did not decode into an event, under
@@ -36,7 +40,7 @@ func (w *Writer) DeadLetterRow(ctx context.Context, rowErr *decode.InvalidRowErr
 	if w.cfg.DeadLetterTopic == "" {
 		return rowErr
 	}
-	msg := kafka.Message{Headers: deadLetterHeaders(rowErr.Reason, rowErr.Detail, rowErr.Table, rowErr.CommitLSN, "")}
+	msg := kafka.Message{Headers: deadLetterHeaders(rowErr.Reason, rowErr.Detail, rowErr.Table, rowErr.CommitLSN, "", "")}
 	var nulls []string
 	for _, c := range rowErr.Columns {
 		switch {
@@ -50,6 +54,9 @@ func (w *Writer) DeadLetterRow(ctx context.Context, rowErr *decode.InvalidRowErr
 			msg.Headers = append(msg.Headers, kafka.Header{Key: "event_type", Value: c.Value})
 		case c.Name == rowErr.Mapping.AggregateType:
 			msg.Headers = append(msg.Headers, kafka.Header{Key: "aggregate_type", Value: c.Value})
+		case c.Name == rowErr.Mapping.Partition && rowErr.Mapping.Partition != "":
+			// as an event's dead letter carries it, for a replay to honour
+			msg.Headers = append(msg.Headers, kafka.Header{Key: HeaderPartition, Value: c.Value})
 		default:
 			msg.Headers = append(msg.Headers, kafka.Header{Key: HeaderColumn + c.Name, Value: c.Value})
 		}
@@ -76,7 +83,7 @@ func (w *Writer) deadLetterEvent(ctx context.Context, ev *decode.Event, topic st
 	msg := kafka.Message{Key: []byte(ev.AggregateID), Value: w.deadLetterValue(ev), Time: ev.Time}
 	// The headers the event would have had, envelope included, so that a
 	// replay (package dlq) publishes it as it would have been.
-	msg.Headers = append(append(deadLetterHeaders(perr.Reason, perr.Err.Error(), ev.Table, ev.CommitLSN, topic), extra...), w.headers(ev)...)
+	msg.Headers = append(append(deadLetterHeaders(perr.Reason, perr.Err.Error(), ev.Table, ev.CommitLSN, topic, ev.Partition), extra...), w.headers(ev)...)
 	if len(msg.Key) == 0 {
 		msg.Key = []byte(ev.ID)
 	}
@@ -86,11 +93,14 @@ func (w *Writer) deadLetterEvent(ctx context.Context, ev *decode.Event, topic st
 // deadLetterOfMessage is the dead letter of a message the broker refused.
 func deadLetterOfMessage(m *kafka.Message, perr *Error, table string, lsn pglogrepl.LSN) kafka.Message {
 	dl := kafka.Message{Key: m.Key, Value: m.Value, Time: m.Time}
-	dl.Headers = append(deadLetterHeaders(perr.Reason, perr.Err.Error(), table, lsn, m.Topic), m.Headers...)
+	named, _ := m.WriterData.(meta)
+	dl.Headers = append(deadLetterHeaders(perr.Reason, perr.Err.Error(), table, lsn, m.Topic, named.partition), m.Headers...)
 	return dl
 }
 
-func deadLetterHeaders(reason, detail, table string, lsn pglogrepl.LSN, topic string) []kafka.Header {
+// deadLetterHeaders are the headers that describe a dead letter; topic
+// and partition (the row's partition column) are left out when empty.
+func deadLetterHeaders(reason, detail, table string, lsn pglogrepl.LSN, topic, partition string) []kafka.Header {
 	hs := []kafka.Header{
 		{Key: HeaderReason, Value: []byte(reason)},
 		{Key: HeaderError, Value: []byte(detail)},
@@ -99,6 +109,9 @@ func deadLetterHeaders(reason, detail, table string, lsn pglogrepl.LSN, topic st
 	}
 	if topic != "" {
 		hs = append(hs, kafka.Header{Key: HeaderTopic, Value: []byte(topic)})
+	}
+	if partition != "" {
+		hs = append(hs, kafka.Header{Key: HeaderPartition, Value: []byte(partition)})
 	}
 	return hs
 }

@@ -65,14 +65,19 @@ func (w *producerIDs) idempotent(topic string) bool {
 	return w.batches[topic][-1] == 0 && len(w.batches[topic]) > 0
 }
 
-// publishKeyed publishes events over keys; an event's payload is its
-// number within its key, so that checkLog can check each key's order.
+// keyedEvent is event i of a run over keys: its key is k(i%keys) and its
+// payload its number within its key (i/keys), which checkLog reads back.
+func keyedEvent(i, keys int) *decode.Event {
+	return &decode.Event{ID: fmt.Sprint(i), AggregateType: "t", AggregateID: fmt.Sprintf("k%d", i%keys), EventType: "e",
+		Payload: binary.BigEndian.AppendUint32(nil, uint32(i/keys))}
+}
+
+// publishKeyed publishes events over keys (keyedEvent), so that checkLog
+// can check each key's order.
 func publishKeyed(ctx context.Context, t *testing.T, w *Writer, events, keys int) {
 	t.Helper()
 	for i := range events {
-		ev := &decode.Event{ID: fmt.Sprint(i), AggregateType: "t", AggregateID: fmt.Sprintf("k%d", i%keys), EventType: "e",
-			Payload: binary.BigEndian.AppendUint32(nil, uint32(i/keys))}
-		if err := w.Publish(ctx, ev, uint64(i)); err != nil {
+		if err := w.Publish(ctx, keyedEvent(i, keys), uint64(i)); err != nil {
 			t.Fatalf("publish %d: %v", i, err)
 		}
 		if i%20 == 0 {
@@ -103,27 +108,16 @@ func TestLostAnswerIsNotDuplicated(t *testing.T) {
 		{"no producer ids, timed out after the write", kerr.RequestTimedOut, kerr.ClusterAuthorizationFailed, -1, true, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "idem"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cluster.Close()
+			cluster := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "idem"))
 			ids := watchProducerIDs(t, cluster)
 			faults := cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "idem", Err: c.err, Count: 6})
 			if c.idsErr != nil {
 				cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.InitProducerID}, Err: c.idsErr, Count: c.idsCount})
 			}
-			topic, _ := ParseTopic("idem")
 			const events, keys = 400, 10
-			f := newFates(events)
-			w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 20, BatchTimeout: 2 * time.Millisecond,
-				MissingTopicTimeout: 10 * time.Second}, f.done)
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
+			ctx, w, f := keyedWriter(t, cluster, "idem", events, Config{BatchSize: 20})
 			publishKeyed(ctx, t, w, events, keys)
-			f.wait(ctx, t, w)
-			checkAckOrder(t, f, keys)
-			total, distinct, _ := checkLog(ctx, t, cluster.ListenAddrs(), "idem", 2)
+			total, distinct, _ := checkKeyed(ctx, t, f, w, keys, cluster, "idem", 2)
 			if distinct != events {
 				t.Errorf("%d distinct events in the topic, want %d", distinct, events)
 			}
@@ -149,26 +143,15 @@ func TestLostAnswerIsNotDuplicated(t *testing.T) {
 func TestRefusedSequenceRenewsProducerID(t *testing.T) {
 	for _, code := range []*kerr.Error{kerr.UnknownProducerID, kerr.OutOfOrderSequenceNumber, kerr.InvalidProducerEpoch} {
 		t.Run(code.Message, func(t *testing.T) {
-			cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "idem"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cluster.Close()
+			cluster := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "idem"))
 			ids := watchProducerIDs(t, cluster)
 			var produced atomic.Int64
 			faults := cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "idem", Err: code, Count: 2,
 				When: func(kmsg.Request) bool { return produced.Add(1) > 3 }}) // once sequences have advanced
-			topic, _ := ParseTopic("idem")
 			const events, keys = 300, 10
-			f := newFates(events)
-			w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 20, BatchTimeout: 2 * time.Millisecond,
-				MissingTopicTimeout: 10 * time.Second}, f.done)
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
+			ctx, w, f := keyedWriter(t, cluster, "idem", events, Config{BatchSize: 20})
 			publishKeyed(ctx, t, w, events, keys)
-			f.wait(ctx, t, w)
-			checkAckOrder(t, f, keys)
-			total, distinct, _ := checkLog(ctx, t, cluster.ListenAddrs(), "idem", 2)
+			total, distinct, _ := checkKeyed(ctx, t, f, w, keys, cluster, "idem", 2)
 			if distinct != events || total != events {
 				t.Errorf("%d records of %d distinct events in the topic, want %d once each", total, distinct, events)
 			}
@@ -187,24 +170,9 @@ func TestRefusedSequenceRenewsProducerID(t *testing.T) {
 // make the writer ask for a second producer id). Dead letters go without
 // a producer id (see produce).
 func TestSalvageKeepsSequences(t *testing.T) {
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
+	cluster := newCluster(t, kfake.NumBrokers(1))
 	ids := watchProducerIDs(t, cluster)
-	if err := cluster.CreateTopic("small", 1, map[string]string{"max.message.bytes": "2000"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := cluster.CreateTopic("dlq", 1, nil); err != nil {
-		t.Fatal(err)
-	}
-	topic, _ := ParseTopic("small")
-	o := newOutcomes()
-	w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 100, BatchTimeout: 20 * time.Millisecond,
-		MissingTopicTimeout: 10 * time.Second, DeadLetterTopic: "dlq"}, o.done)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx, w, o := smallTopicWriter(t, cluster, "dlq")
 	const events = 30
 	for i := range events {
 		payload := fmt.Appendf(nil, `{"n": %d}`, i)
@@ -255,45 +223,19 @@ func TestIdempotenceUnderRandomFaults(t *testing.T) {
 
 func idempotenceUnderFaults(t *testing.T, seed uint64) {
 	coin := &chance{rng: rand.New(rand.NewPCG(seed, seed>>1))}
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(4, "prop"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
+	cluster := newCluster(t, kfake.NumBrokers(3), kfake.SeedTopics(4, "prop"))
 	ids := watchProducerIDs(t, cluster)
-	faults := cluster.Fault(
-		kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "prop", Err: kerr.NotLeaderForPartition, Count: -1,
-			When: func(kmsg.Request) bool { return coin.below(0.05) }},
-		kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "prop", Err: kerr.RequestTimedOut, Count: -1,
-			When: func(kmsg.Request) bool { return coin.below(0.06) }},
-		kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "prop", Err: kerr.NotEnoughReplicasAfterAppend, Count: -1,
-			When: func(kmsg.Request) bool { return coin.below(0.04) }},
+	faults := injectRandomFaults(cluster, coin, "prop",
+		randomFault{kerr.NotLeaderForPartition, 0.05},
+		randomFault{kerr.RequestTimedOut, 0.06},
+		randomFault{kerr.NotEnoughReplicasAfterAppend, 0.04},
 	)
-	topic, _ := ParseTopic("prop")
 	const events, keys = 1500, 24
-	f := newFates(events)
-	w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 15, BatchTimeout: 2 * time.Millisecond,
-		MetadataMaxAge: 100 * time.Millisecond, MissingTopicTimeout: 10 * time.Second}, f.done)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	stop := make(chan struct{})
-	var moving sync.WaitGroup
-	moving.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(25 * time.Millisecond):
-			}
-			_ = cluster.MoveTopicPartition("prop", int32(coin.intN(4)), int32(coin.intN(3)))
-		}
-	})
+	ctx, w, f := keyedWriter(t, cluster, "prop", events, Config{BatchSize: 15, MetadataMaxAge: 100 * time.Millisecond})
+	stopMoving := moveLeaders(cluster, coin, "prop", 3, 25*time.Millisecond)
 	publishKeyed(ctx, t, w, events, keys)
-	close(stop)
-	moving.Wait()
-	f.wait(ctx, t, w)
-	checkAckOrder(t, f, keys)
-	total, distinct, _ := checkLog(ctx, t, cluster.ListenAddrs(), "prop", 4)
+	stopMoving()
+	total, distinct, _ := checkKeyed(ctx, t, f, w, keys, cluster, "prop", 4)
 	if distinct != events || total != events {
 		t.Errorf("%d records of %d distinct events, want %d once each", total, distinct, events)
 	}

@@ -129,6 +129,9 @@ type Writer struct {
 	// overwrite and forget deletes; only route clears it, once the topic
 	// is idle.
 	draining map[string]bool
+	// rechecks (guarded by mu) holds each topic's latest lookup past every
+	// cache, asked for a row naming a partition out of range (see recheck).
+	rechecks map[string]*recheck
 
 	// abandon ends produce requests and retries once Close gives up waiting.
 	abandon   context.Context
@@ -212,6 +215,7 @@ func NewWriter(cfg Config, done Done) *Writer {
 		specs:      map[string]TopicSpec{},
 		seen:       map[string]int{},
 		draining:   map[string]bool{},
+		rechecks:   map[string]*recheck{},
 	}
 	w.abandon, w.abandoned = context.WithCancel(context.Background())
 	return w

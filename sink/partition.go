@@ -116,7 +116,9 @@ func (w *Writer) route(ctx context.Context, topic string) (topicCount, error) {
 
 // place routes msg's topic (see route) and returns its partition, with mu
 // held on success. A partition named by the row and out of range is asked
-// again once, from a fresh lookup: the topic may have just grown.
+// again once, after the brokers are asked past every cache (recheck): the
+// topic may have just grown. msg waits meanwhile (its Publish does not
+// return), so nothing after it overtakes it.
 func (w *Writer) place(ctx context.Context, msg *kafka.Message) (topicCount, int, error) {
 	for fresh := false; ; fresh = true {
 		c, err := w.route(ctx, msg.Topic)
@@ -132,7 +134,9 @@ func (w *Writer) place(ctx context.Context, msg *kafka.Message) (topicCount, int
 		if fresh || !errors.As(err, &perr) || perr.Reason != ReasonPartitionOutOfRange {
 			return topicCount{}, 0, err
 		}
-		w.forget(msg.Topic)
+		if err := w.recheck(ctx, msg.Topic); err != nil { // past every cache (recheck.go)
+			return topicCount{}, 0, err
+		}
 	}
 }
 
@@ -264,7 +268,14 @@ func (w *Writer) lookup(ctx context.Context, topic string) (topicCount, error) {
 	if err != nil {
 		return topicCount{}, err
 	}
-	for _, t := range res.(*metadataAPI.Response).Topics {
+	return w.learn(ctx, topic, res.(*metadataAPI.Response))
+}
+
+// learn caches topic's partitions and leaders from res, a metadata answer
+// (see lookup, recheck), creating the topic if it is missing and
+// CreateTopics says so.
+func (w *Writer) learn(ctx context.Context, topic string, res *metadataAPI.Response) (topicCount, error) {
+	for _, t := range res.Topics {
 		if t.Name != topic {
 			continue
 		}

@@ -2,11 +2,9 @@ package sink
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
@@ -32,23 +30,8 @@ func TestRefusedEventHoldsItsSuccessors(t *testing.T) {
 }
 
 func refusedEvent(t *testing.T, dlq string) {
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
-	if err := cluster.CreateTopic("small", 1, map[string]string{"max.message.bytes": "2000"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := cluster.CreateTopic("dlq", 1, nil); err != nil {
-		t.Fatal(err)
-	}
-	topic, _ := ParseTopic("small")
-	o := newOutcomes()
-	w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 100, BatchTimeout: 20 * time.Millisecond,
-		MissingTopicTimeout: 10 * time.Second, DeadLetterTopic: dlq}, o.done)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	cluster := newCluster(t, kfake.NumBrokers(1))
+	ctx, w, o := smallTopicWriter(t, cluster, dlq)
 	const refused, events = 5, 11
 	publish := func(i int) {
 		payload := []byte(fmt.Sprintf(`{"n": %d}`, i))

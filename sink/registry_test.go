@@ -2,16 +2,12 @@ package sink
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
-	"time"
-
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/outbox-cdc/outbox-cdc/decode"
 	"github.com/outbox-cdc/outbox-cdc/registry"
@@ -64,17 +60,7 @@ func TestSchemaRegistry(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer reg.Close()
-			cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "events", "dlq"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cluster.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			topic, _ := ParseTopic("events")
-			o := newOutcomes()
-			w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchTimeout: time.Millisecond,
-				DeadLetterTopic: "dlq", Registry: reg}, o.done)
+			ctx, cluster, w, o := eventsWriter(t, Config{Registry: reg})
 			events := []*decode.Event{
 				{ID: "e-1", AggregateID: "k", EventType: "Order", Payload: []byte(`{"n":1}`)},
 				{ID: "e-2", AggregateID: "k", EventType: "Other", Payload: []byte(`{"n":2}`)},

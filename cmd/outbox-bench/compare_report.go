@@ -92,7 +92,7 @@ func (b *bench) runCompare(ctx context.Context, root string, names, relayArgs []
 
 // printCompare prints medians (min–max) over the rounds.
 func printCompare(w io.Writer, rep compareReport, names []string, loads []load) {
-	fmt.Fprintf(w, "\n%s; %d rounds, relays' order alternated; %s per load; medians (min–max)\n\n", rep.Machine, rep.Rounds, rep.Phase)
+	fmt.Fprintf(w, "\n%s; %d rounds, relays' order rotated each round; %s per load; medians (min–max)\n\n", rep.Machine, rep.Rounds, rep.Phase)
 	fmt.Fprintln(w, "| load | relay | p50 ms | p99 ms | max ms | relay CPU µs/event | broker CPU µs/event | walsender CPU µs/event | produce req/s | records/req | batches/s read |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, l := range loads {

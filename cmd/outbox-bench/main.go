@@ -53,7 +53,7 @@ func run() error {
 	dur := flag.Duration("duration", 30*time.Second, "length of each latency run")
 	out := flag.String("out", "bench-results", "directory for results.json and chart.svg")
 	profile := flag.String("cpuprofile", "", "write a CPU profile of outbox-cdc during the largest drain's first run to this file")
-	compare := flag.Bool("compare", false, "instead: outbox-cdc beside Debezium (and the bare reader's latency ceiling) on one Postgres and broker, -runs rounds, order alternated")
+	compare := flag.Bool("compare", false, "instead: outbox-cdc beside Debezium (and the bare reader's latency ceiling) on one Postgres and broker, -runs rounds, order rotated each round (two alternate)")
 	contenders := flag.String("contenders", "outbox-cdc,debezium", "with -compare: the relays compared")
 	loads := flag.String("loads", "1000x1,3000x1,5000x1,1000x10", "with -compare: steady loads, TXPERSECxROWS")
 	phase := flag.Duration("phase", 20*time.Second, "with -compare: length of each steady load")

@@ -3,6 +3,7 @@ package testkit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -83,7 +84,7 @@ func (r *Relay) kill(t testing.TB) {
 	}
 	signalThenKill(r.Cmd.Process, r.done, syscall.SIGQUIT, 5*time.Second) // a goroutine dump in the log
 	b, _ := os.ReadFile(r.Log)
-	kept := filepath.Join(os.TempDir(), "outbox-cdc-failed-"+strings.ReplaceAll(t.Name(), "/", "_")+".log")
+	kept := filepath.Join(os.TempDir(), fmt.Sprintf("outbox-cdc-failed-%s-%d.log", strings.ReplaceAll(t.Name(), "/", "_"), r.Cmd.Process.Pid)) // a test's relays one file each
 	_ = os.WriteFile(kept, b, 0o644)
 	t.Logf("outbox-cdc log (pid %d, kept at %s):\n%s", r.Cmd.Process.Pid, kept, Tail(string(b), 40))
 }

@@ -70,15 +70,7 @@ func writeLoad(ctx context.Context, o *outbox, writers, perWriter, aggregates, m
 				if err := o.insertTx(ctx, rows, commit); err != nil {
 					return err
 				}
-				w.mu.Lock()
-				for _, r := range rows {
-					if commit {
-						w.committed[r.ID] = r
-					} else {
-						w.rolledBack[r.ID] = true
-					}
-				}
-				w.mu.Unlock()
+				w.record(rows, commit)
 				if commit {
 					for a, n := range next {
 						counters[a] = n

@@ -48,11 +48,7 @@ func insertAll(o *outbox, w *written, rows []row, txSize int, pause time.Duratio
 		if err := o.commitRiding(batch); err != nil {
 			return err
 		}
-		w.mu.Lock()
-		for _, r := range batch {
-			w.committed[r.ID] = r
-		}
-		w.mu.Unlock()
+		w.record(batch, true)
 	}
 	return nil
 }
@@ -121,6 +117,38 @@ func insertInBackground(o *outbox, w *written, rows []row, txSize int, pause tim
 
 func newWritten() *written {
 	return &written{committed: map[string]row{}, rolledBack: map[string]bool{}}
+}
+
+// record notes rows as committed, or as rolled back, once their
+// transaction has ended.
+func (w *written) record(rows []row, commit bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, r := range rows {
+		if commit {
+			w.committed[r.ID] = r
+		} else {
+			w.rolledBack[r.ID] = true
+		}
+	}
+}
+
+// killMidway kills r (SIGKILL) while rows are still being written, waits
+// for it to exit, and returns how many rows were committed by then. Had all
+// total rows been committed, the kill would prove nothing: the test fails.
+func killMidway(t *testing.T, r *relay, w *written, total int) int {
+	t.Helper()
+	if err := r.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-r.done
+	w.mu.Lock()
+	atKill := len(w.committed)
+	w.mu.Unlock()
+	if atKill == total {
+		t.Fatalf("every row was already committed when outbox-cdc was killed: the test proves nothing")
+	}
+	return atKill
 }
 
 // TestAckGating stops the broker (SIGSTOP) while rows are inserted: the slot
@@ -198,16 +226,7 @@ func TestCrashMidStream(t *testing.T) {
 	// them is in Kafka, with the rest still being written.
 	wait := insertInBackground(o, w, makeRows(20000, 100, "order", counters), 100, 30*time.Millisecond)
 	consume(t, []string{o.name + ".order"}, 5000, time.Minute)
-	if err := r.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-r.done
-	w.mu.Lock()
-	atKill := len(w.committed)
-	w.mu.Unlock()
-	if atKill == 20000 {
-		t.Fatalf("every row was already written when outbox-cdc was killed: the test proves nothing")
-	}
+	atKill := killMidway(t, r, w, 20000)
 	t.Logf("killed outbox-cdc with %d of 20000 rows committed", atKill)
 	if err := wait(); err != nil {
 		t.Fatalf("insert: %v", err)

@@ -1,0 +1,335 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol/addpartitionstotxn"
+	"github.com/segmentio/kafka-go/protocol/findcoordinator"
+	"github.com/segmentio/kafka-go/protocol/initproducerid"
+)
+
+// concurrentBackoff is the pause before retrying the first AddPartitions
+// of a transaction refused with CONCURRENT_TRANSACTIONS: the Java
+// producer's ADD_PARTITIONS_RETRY_BACKOFF_MS.
+const concurrentBackoff = 20 * time.Millisecond
+
+// Init takes the transactional id: it finds the transaction coordinator
+// and asks InitProducerID for a producer id and epoch, which fences every
+// earlier holder (their epoch is now old; the coordinator aborts their open
+// transaction first). Called again between transactions, it sends the
+// producer id and epoch it holds (KIP-360), so that a coordinator that gave
+// the id to another instance meanwhile answers PRODUCER_FENCED instead of
+// fencing that instance. Either way the epoch changes: sequence numbers
+// start again at 0.
+//
+// Init refuses while a transaction is open or ending: the coordinator
+// would abort it by bumping the epoch, and the retried InitProducerID,
+// carrying the old epoch, would be fenced (the reason the Java producer
+// sends EndTxn before an epoch bump). Abort first; after a commit without
+// a verdict, Commit again, or leave this Txn for a new one, whose Init
+// settles the transaction (completing a commit the coordinator had begun,
+// aborting one it had not).
+func (t *Txn) Init(ctx context.Context) error {
+	t.op.Lock()
+	defer t.op.Unlock()
+	t.mu.Lock()
+	err := t.usable()
+	if err == nil && t.state != txnUninitialized && t.state != txnReady {
+		err = fmt.Errorf("init the transactional producer: it is %s", t.state)
+	}
+	id, epoch := t.id, t.epoch
+	t.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := t.findCoordinator(ctx); err != nil {
+		return err
+	}
+	return t.initProducerID(ctx, id, epoch)
+}
+
+// findCoordinator asks which broker coordinates the transactional id. The
+// requests that follow ask again, through kafka-go's routing; this one
+// reads the answer's error, which kafka-go's routing ignores, so that Init
+// fails with the reason (an authorization, a cluster without transaction
+// support) rather than a refusal from a broker that is not the coordinator.
+// As the Java FindCoordinatorHandler: COORDINATOR_NOT_AVAILABLE (the
+// transaction state log not yet created or led) is retried,
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED is fatal, and so is any other
+// error.
+func (t *Txn) findCoordinator(ctx context.Context) error {
+	const op = "FindCoordinator"
+	req := &findcoordinator.Request{Key: t.cfg.TransactionalID, KeyType: 1}
+	res, code, err := t.call(ctx, op, req, busyOr(func(r kafka.Response) kafka.Error {
+		return kafka.Error(r.(*findcoordinator.Response).ErrorCode)
+	}), false)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch code {
+	case 0:
+		r := res.(*findcoordinator.Response)
+		if t.coordinator != r.NodeID {
+			t.log.Info("transaction coordinator found", slog.Int("node", int(r.NodeID)),
+				slog.String("host", net.JoinHostPort(r.Host, fmt.Sprint(r.Port))))
+		}
+		t.coordinator = r.NodeID
+		return nil
+	case kafka.TransactionalIDAuthorizationFailed:
+		return t.fail(op, ErrTxnUnauthorized, code)
+	}
+	return t.fail(op, ErrTxnFatal, code)
+}
+
+// initProducerID asks for a producer id and epoch; id and epoch are the
+// ones held (−1 at first). As the Java InitProducerIdHandler: coordinator
+// errors and CONCURRENT_TRANSACTIONS (the coordinator still aborting the
+// previous holder's transaction) are retried; PRODUCER_FENCED and
+// INVALID_PRODUCER_EPOCH are fenced; an authorization failure (of the
+// transactional id, or of the cluster) is fatal, and so is anything else
+// (INVALID_TRANSACTION_TIMEOUT: the timeout exceeds the broker's maximum).
+func (t *Txn) initProducerID(ctx context.Context, id int64, epoch int16) error {
+	const op = "InitProducerID"
+	req := &initproducerid.Request{TransactionalID: t.cfg.TransactionalID,
+		TransactionTimeoutMs: int32(t.cfg.Timeout.Milliseconds()), ProducerID: id, ProducerEpoch: epoch}
+	res, code, err := t.call(ctx, op, req, busyOr(func(r kafka.Response) kafka.Error {
+		return kafka.Error(r.(*initproducerid.Response).ErrorCode)
+	}), false)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch code {
+	case 0:
+		r := res.(*initproducerid.Response)
+		t.id, t.epoch, t.state, t.added, t.err, t.bump, t.skipEnd = r.ProducerID, r.ProducerEpoch, txnReady, nil, nil, false, false
+		t.log.Info("transactional producer ready", slog.Int64("producer_id", t.id), slog.Int("epoch", int(t.epoch)),
+			slog.Int("coordinator", int(t.coordinator)))
+		return nil
+	case kafka.ProducerFenced, kafka.InvalidProducerEpoch:
+		return t.fail(op, ErrFenced, code)
+	case kafka.TransactionalIDAuthorizationFailed, kafka.ClusterAuthorizationFailed:
+		return t.fail(op, ErrTxnUnauthorized, code)
+	}
+	return t.fail(op, ErrTxnFatal, code)
+}
+
+// AddPartitions adds to the open transaction those of partitions (topic →
+// partition numbers) that it does not hold yet; the caller may produce to
+// a partition once this returned nil for it. As the Java
+// AddPartitionsToTxnHandler: coordinator errors, CONCURRENT_TRANSACTIONS
+// and UNKNOWN_TOPIC_OR_PARTITION (metadata not yet everywhere) are retried;
+// PRODUCER_FENCED and INVALID_PRODUCER_EPOCH are fenced;
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED and INVALID_TXN_STATE are fatal;
+// UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_ID_MAPPING, TOPIC_AUTHORIZATION_FAILED,
+// OPERATION_NOT_ATTEMPTED and any other partition error make the
+// transaction abortable. An error that is not a *TxnError (the context
+// ended while retrying, an unexpected transport failure) leaves the
+// transaction open: AddPartitions may be called again.
+func (t *Txn) AddPartitions(ctx context.Context, partitions map[string][]int32) error {
+	const op = "AddPartitionsToTxn"
+	t.op.Lock()
+	defer t.op.Unlock()
+	t.mu.Lock()
+	req, first, err := t.addRequest(partitions)
+	t.mu.Unlock()
+	if err != nil || req == nil {
+		return err
+	}
+	_, code, err := t.call(ctx, op, req, func(r kafka.Response) (kafka.Error, bool) {
+		code := addAnswer(r.(*addpartitionstotxn.Response))
+		return code, coordinatorBusy(code) || code == kafka.UnknownTopicOrPartition
+	}, first)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch code {
+	case 0:
+		if t.state == txnAbortable {
+			return t.err // refused meanwhile (Refused): it cannot commit
+		}
+		if t.state != txnOpen {
+			return t.usable()
+		}
+		for _, topic := range req.Topics {
+			for _, p := range topic.Partitions {
+				if t.added[topic.Name] == nil {
+					t.added[topic.Name] = map[int32]bool{}
+				}
+				t.added[topic.Name][p] = true
+			}
+		}
+		return nil
+	case kafka.ProducerFenced, kafka.InvalidProducerEpoch:
+		return t.fail(op, ErrFenced, code)
+	case kafka.TransactionalIDAuthorizationFailed:
+		return t.fail(op, ErrTxnUnauthorized, code)
+	case kafka.InvalidTransactionState:
+		return t.fail(op, ErrTxnFatal, code)
+	case kafka.UnknownProducerId, kafka.InvalidProducerIDMapping:
+		t.bump, t.skipEnd = true, code == kafka.InvalidProducerIDMapping
+	}
+	return t.fail(op, ErrTxnAbortable, code)
+}
+
+// addRequest returns the request adding those of partitions the open
+// transaction lacks (nil: none), and whether the transaction holds no
+// partition yet. Called with mu held.
+func (t *Txn) addRequest(partitions map[string][]int32) (*addpartitionstotxn.Request, bool, error) {
+	if err := t.usable(); err != nil {
+		return nil, false, err
+	}
+	if t.state == txnAbortable {
+		return nil, false, t.err
+	}
+	if t.state != txnOpen {
+		return nil, false, fmt.Errorf("add partitions to a transaction: the producer is %s", t.state)
+	}
+	req := &addpartitionstotxn.Request{TransactionalID: t.cfg.TransactionalID, ProducerID: t.id, ProducerEpoch: t.epoch}
+	for _, topic := range sortedKeys(partitions) {
+		var missing []int32
+		for _, p := range partitions[topic] {
+			if !t.added[topic][p] && !slices.Contains(missing, p) {
+				missing = append(missing, p)
+			}
+		}
+		if len(missing) > 0 {
+			req.Topics = append(req.Topics, addpartitionstotxn.RequestTopic{Name: topic, Partitions: missing})
+		}
+	}
+	if len(req.Topics) == 0 {
+		return nil, false, nil
+	}
+	return req, len(t.added) == 0, nil
+}
+
+// addAnswer collapses an AddPartitionsToTxn response's partition errors
+// into one: a retriable one first (the Java handler retries the whole
+// request at the first), then the most telling refusal, then
+// OPERATION_NOT_ATTEMPTED (only a consequence of another's error).
+func addAnswer(r *addpartitionstotxn.Response) kafka.Error {
+	var worst kafka.Error
+	for _, topic := range r.Results {
+		for _, p := range topic.Results {
+			code := kafka.Error(p.ErrorCode)
+			switch {
+			case code == 0:
+			case coordinatorBusy(code) || code == kafka.UnknownTopicOrPartition:
+				return code
+			case worst == 0 || worst == operationNotAttempted:
+				worst = code
+			}
+		}
+	}
+	return worst
+}
+
+// operationNotAttempted is OPERATION_NOT_ATTEMPTED, which kafka-go names
+// BrokerAuthorizationFailed (its code in older Kafka versions).
+const operationNotAttempted = kafka.Error(55)
+
+func sortedKeys(m map[string][]int32) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// coordinatorBusy reports whether code is the coordinator's "not now":
+// NOT_COORDINATOR and COORDINATOR_NOT_AVAILABLE (the next request asks
+// FindCoordinator again), COORDINATOR_LOAD_IN_PROGRESS, and
+// CONCURRENT_TRANSACTIONS. The Java producer retries each of them for
+// every transactional request.
+func coordinatorBusy(code kafka.Error) bool {
+	switch code {
+	case kafka.NotCoordinatorForGroup, kafka.GroupCoordinatorNotAvailable, kafka.GroupLoadInProgress,
+		kafka.ConcurrentTransactions:
+		return true
+	}
+	return false
+}
+
+// answer reads a response's error code, and whether it is worth a retry.
+type answer func(kafka.Response) (code kafka.Error, retry bool)
+
+// busyOr is the answer of code, retried when coordinatorBusy.
+func busyOr(code func(kafka.Response) kafka.Error) answer {
+	return func(r kafka.Response) (kafka.Error, bool) {
+		c := code(r)
+		return c, coordinatorBusy(c)
+	}
+}
+
+// call sends req until its answer is not worth a retry, and returns the
+// response and its error code. A lost connection is retried too, as the
+// Java producer re-enqueues a request whose connection dropped. Pauses
+// double from RetryBackoff up to 1 s; quick keeps CONCURRENT_TRANSACTIONS
+// at 20 ms. It returns an error when the context ends or the transport
+// fails otherwise.
+func (t *Txn) call(ctx context.Context, op string, req kafka.Request, read answer, quick bool) (kafka.Response, kafka.Error, error) {
+	pause := t.cfg.RetryBackoff
+	var last error
+	for attempt := 1; ; attempt++ {
+		res, err := t.cfg.Transport.RoundTrip(ctx, t.cfg.Addr, req)
+		switch {
+		case err == nil:
+			code, retry := read(res)
+			if !retry {
+				return res, code, nil
+			}
+			last = code
+		case ctx.Err() == nil && lostConnection(err):
+			last = err
+		case last != nil:
+			return nil, 0, fmt.Errorf("%s (attempt %d; before: %w): %w", op, attempt, last, err)
+		default:
+			return nil, 0, fmt.Errorf("%s: %w", op, err)
+		}
+		wait := pause
+		if quick && errors.Is(last, kafka.ConcurrentTransactions) {
+			wait = concurrentBackoff
+		} else {
+			pause = min(2*pause, time.Second)
+		}
+		t.log.Debug("transactional request retried", slog.String("op", op), slog.Int("attempt", attempt), slog.Any("err", last))
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, 0, fmt.Errorf("%s (attempt %d; last: %w): %w", op, attempt, last, ctx.Err())
+		case <-timer.C:
+		}
+	}
+}
+
+// lostConnection reports whether err is the network's or a broker's
+// unavailability, which a retry may outlast (kafka-go answers
+// BrokerNotAvailable for a coordinator its metadata does not list yet).
+func lostConnection(err error) bool {
+	var ne net.Error
+	var ke kafka.Error
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNREFUSED),
+		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE), errors.As(err, &ne):
+		return true
+	case errors.As(err, &ke):
+		return ke == kafka.BrokerNotAvailable || ke.Temporary()
+	}
+	return false
+}

@@ -1,0 +1,132 @@
+package sink
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// newCluster starts a fake Kafka cluster, closed when the test ends.
+func newCluster(t *testing.T, opts ...kfake.Opt) *kfake.Cluster {
+	t.Helper()
+	cluster, err := kfake.NewCluster(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cluster.Close)
+	return cluster
+}
+
+// testContext bounds a test's work against a fake cluster: it ends after d,
+// or when the test does.
+func testContext(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// eventsWriter starts a writer to "events" on a new one-broker cluster that
+// also holds "dlq", its dead-letter topic; batches are flushed every
+// millisecond and cfg adds the rest (a registry, contracts, an observer).
+func eventsWriter(t *testing.T, cfg Config) (context.Context, *kfake.Cluster, *Writer, *outcomes) {
+	t.Helper()
+	cluster := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "events", "dlq"))
+	ctx := testContext(t, 30*time.Second)
+	cfg.Brokers, cfg.BatchTimeout, cfg.DeadLetterTopic = cluster.ListenAddrs(), time.Millisecond, "dlq"
+	cfg.Topic, _ = ParseTopic("events")
+	o := newOutcomes()
+	return ctx, cluster, NewWriter(cfg, o.done), o
+}
+
+// smallTopicWriter creates "small", whose max.message.bytes (2000) is below
+// the writer's own limit, so that the broker refuses a larger event, and
+// "dlq"; it starts a writer to "small" with dead-letter topic dlq ("" for
+// none). The cluster is the caller's, to watch before the writer starts.
+func smallTopicWriter(t *testing.T, cluster *kfake.Cluster, dlq string) (context.Context, *Writer, *outcomes) {
+	t.Helper()
+	if err := cluster.CreateTopic("small", 1, map[string]string{"max.message.bytes": "2000"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.CreateTopic("dlq", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	topic, _ := ParseTopic("small")
+	o := newOutcomes()
+	w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 100, BatchTimeout: 20 * time.Millisecond,
+		MissingTopicTimeout: 10 * time.Second, DeadLetterTopic: dlq}, o.done)
+	return testContext(t, 30*time.Second), w, o
+}
+
+// keyedWriter starts a writer to topic for the tests of per-key order under
+// faults (publishKeyed, then checkKeyed): batches flushed every 2 ms, fates
+// collected for events; cfg adds BatchSize and MetadataMaxAge. Its context
+// ends after a minute at the most.
+func keyedWriter(t *testing.T, cluster *kfake.Cluster, topic string, events int, cfg Config) (context.Context, *Writer, *fates) {
+	t.Helper()
+	cfg.Brokers, cfg.BatchTimeout, cfg.MissingTopicTimeout = cluster.ListenAddrs(), 2*time.Millisecond, 10*time.Second
+	cfg.Topic, _ = ParseTopic(topic)
+	f := newFates(events)
+	return testContext(t, time.Minute), NewWriter(cfg, f.done), f
+}
+
+// checkKeyed waits until every event is acknowledged and closes w
+// (fates.wait), then checks each key's order in the acknowledgements
+// (checkAckOrder) and in topic's partitions (checkLog, whose counts it
+// returns).
+func checkKeyed(ctx context.Context, t *testing.T, f *fates, w *Writer, keys int, cluster *kfake.Cluster, topic string, partitions int) (total, distinct, moved int) {
+	t.Helper()
+	f.wait(ctx, t, w)
+	checkAckOrder(t, f, keys)
+	return checkLog(ctx, t, cluster.ListenAddrs(), topic, partitions)
+}
+
+// randomFault fails a partition of a produce request with err, at odds p.
+type randomFault struct {
+	err *kerr.Error
+	p   float64
+}
+
+// injectRandomFaults fails produce requests to topic with faults, each at
+// its odds. When is asked per partition: each partition of a request fails
+// alone.
+func injectRandomFaults(cluster *kfake.Cluster, coin *chance, topic string, faults ...randomFault) *kfake.FaultHandle {
+	fs := make([]kfake.Fault, len(faults))
+	for i, f := range faults {
+		fs[i] = kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Err: f.err, Count: -1,
+			When: func(kmsg.Request) bool { return coin.below(f.p) }}
+	}
+	return cluster.Fault(fs...)
+}
+
+// moveLeaders moves a random partition of topic to a random one of brokers
+// every interval, so that requests meet leaders that moved, until stop is
+// called; stop waits for the mover and returns the moves it made.
+func moveLeaders(cluster *kfake.Cluster, coin *chance, topic string, brokers int, every time.Duration) (stop func() int64) {
+	done := make(chan struct{})
+	var moving sync.WaitGroup
+	var moves atomic.Int64
+	moving.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(every):
+			}
+			n := len(cluster.PartitionInfos(topic))
+			if cluster.MoveTopicPartition(topic, int32(coin.intN(n)), int32(coin.intN(brokers))) == nil {
+				moves.Add(1)
+			}
+		}
+	})
+	return func() int64 {
+		close(done)
+		moving.Wait()
+		return moves.Load()
+	}
+}
