@@ -4,4 +4,12 @@
 // needs. kafka-go's own encoder always writes producer id −1; kafka-go
 // still carries the bytes (protocol/rawproduce) and compresses them (its
 // compress codecs, so that sink's 64 KiB lz4 blocks apply here too).
+//
+// Txn is the transactional half, for exactly-once delivery (not yet used
+// by the relay): it finds the transaction coordinator of a transactional
+// id, fences the id's previous holder (InitProducerID), adds partitions to
+// a transaction once each, and commits or aborts it (EndTxn), with the
+// Java producer's retriable, abortable and fatal errors (TxnError). The
+// caller encodes the batches (Header), sends them and reports a refused
+// one (Refused).
 package producer
