@@ -52,7 +52,12 @@ type statement struct {
 	reason int
 }
 
-type row struct{ table, id string }
+// row is a tracked event's row: its table, its id, and the transaction
+// that inserted it (0: unknown), for visible.
+type row struct {
+	table, id string
+	xid       uint32
+}
 
 // What a settled event's row gets.
 type action int
@@ -140,7 +145,8 @@ func prepareTable(ctx context.Context, conn *pgx.Conn, t Table) (table, error) {
 		return table{}, fmt.Errorf("%w: the role may not %s %s; GRANT SELECT, %s ON %s TO the role (outbox-cdc setup --cleanup=… --role … does)",
 			ErrNotReady, strings.ToLower(priv), name, priv, name)
 	}
-	where := fmt.Sprintf(" WHERE %s = ANY($1::%s[])", pgx.Identifier{t.Columns.ID}.Sanitize(), typ)
+	// RETURNING says which rows a statement found: see visible.
+	where := fmt.Sprintf(" WHERE %s = ANY($1::%s[]) RETURNING %[1]s::text", pgx.Identifier{t.Columns.ID}.Sanitize(), typ)
 	if len(t.Mark) == 0 && len(t.MarkDead) == 0 {
 		return table{clean: statement{sql: "DELETE FROM " + name + where, reason: -1}}, nil
 	}
@@ -161,9 +167,9 @@ func prepareTable(ctx context.Context, conn *pgx.Conn, t Table) (table, error) {
 
 // Track records that the event under seq is the row id of table. Call it
 // before the event is handed to Kafka.
-func (c *Cleaner) Track(seq uint64, table, id string) {
+func (c *Cleaner) Track(seq uint64, table, id string, xid uint32) {
 	c.mu.Lock()
-	c.rows[seq] = row{table: table, id: id}
+	c.rows[seq] = row{table: table, id: id, xid: xid}
 	c.mu.Unlock()
 }
 
@@ -227,6 +233,14 @@ func (c *Cleaner) Run(ctx context.Context) {
 				c.log.Info("deleting published outbox rows succeeding again")
 				failing = 0
 			}
+			if n == 0 && c.pending() { // their rows' transactions not yet visible
+				select {
+				case <-time.After(waitBeforeRetry):
+					continue
+				case <-ctx.Done():
+					return
+				}
+			}
 			if n == 0 {
 				break
 			}
@@ -247,6 +261,14 @@ func (c *Cleaner) Close(ctx context.Context) error {
 		n, err := c.flush(ctx, &conn)
 		if err != nil {
 			return fmt.Errorf("cleanup: delete published rows: %w", err)
+		}
+		if n == 0 && c.pending() { // their rows' transactions not yet visible
+			select {
+			case <-time.After(waitBeforeRetry):
+				continue
+			case <-ctx.Done():
+				return nil // left unacked: read again
+			}
 		}
 		if n == 0 {
 			return nil
@@ -283,7 +305,10 @@ func (c *Cleaner) flush(ctx context.Context, conn **pgx.Conn) (int, error) {
 		}
 	}
 	if len(groups) > 0 {
-		deleted, marked, err := c.apply(ctx, conn, groups)
+		deleted, marked, found, err := c.apply(ctx, conn, groups)
+		if err == nil {
+			batch, err = c.unseen(ctx, *conn, batch, found)
+		}
 		if err != nil {
 			c.mu.Lock()
 			c.ready = append(batch, c.ready...)
@@ -303,7 +328,7 @@ func (c *Cleaner) flush(ctx context.Context, conn **pgx.Conn) (int, error) {
 	for _, s := range batch {
 		c.ack(s.seq)
 	}
-	return n, nil
+	return len(batch), nil
 }
 
 // group is rows one statement settles.
@@ -314,17 +339,18 @@ type group struct {
 }
 
 // apply runs each group's statement in one transaction, and returns how
-// many rows it deleted and marked.
-func (c *Cleaner) apply(ctx context.Context, conn **pgx.Conn, groups map[group][]string) (deleted, marked int64, err error) {
+// many rows it deleted and marked, and which (found: table and id).
+func (c *Cleaner) apply(ctx context.Context, conn **pgx.Conn, groups map[group][]string) (deleted, marked int64, found map[row]bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if *conn == nil || (*conn).IsClosed() {
 		cn, err := pgx.Connect(ctx, c.url)
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, nil, err
 		}
 		*conn = cn
 	}
+	found = map[row]bool{}
 	err = pgx.BeginFunc(ctx, *conn, func(tx pgx.Tx) error {
 		for g, ids := range groups {
 			tb := c.tables[g.table]
@@ -336,14 +362,21 @@ func (c *Cleaner) apply(ctx context.Context, conn **pgx.Conn, groups map[group][
 			if st.reason >= 0 {
 				args[st.reason+1] = g.reason
 			}
-			tag, err := tx.Exec(ctx, st.sql, args...)
+			rows, err := tx.Query(ctx, st.sql, args...)
 			if err != nil {
 				return fmt.Errorf("clean %s: %w", g.table, err)
 			}
+			ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				return fmt.Errorf("clean %s: %w", g.table, err)
+			}
+			for _, id := range ids {
+				found[row{table: g.table, id: id}] = true
+			}
 			if tb.marks {
-				marked += tag.RowsAffected()
+				marked += int64(len(ids))
 			} else {
-				deleted += tag.RowsAffected()
+				deleted += int64(len(ids))
 			}
 		}
 		return nil
@@ -351,9 +384,9 @@ func (c *Cleaner) apply(ctx context.Context, conn **pgx.Conn, groups map[group][
 	if err != nil {
 		(*conn).Close(context.Background())
 		*conn = nil
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
-	return deleted, marked, nil
+	return deleted, marked, found, nil
 }
 
 // A failed flush is tried again after a jittered wait that doubles from

@@ -126,12 +126,12 @@ func (o outlet) reserve(ctx context.Context, pe *pendingEvent) error {
 func (o outlet) send(ctx context.Context, pe *pendingEvent) error {
 	if pe.invalid != nil {
 		if o.clean != nil && pe.invalid.ID != "" && !strings.HasPrefix(pe.invalid.Table, decode.MessageSource) {
-			o.clean.Track(uint64(pe.seq), pe.invalid.Table, pe.invalid.ID) // for --mark-dead
+			o.clean.Track(uint64(pe.seq), pe.invalid.Table, pe.invalid.ID, pe.invalid.Xid) // for --mark-dead
 		}
 		return o.pub.DeadLetterRow(ctx, pe.invalid, uint64(pe.seq))
 	}
 	if o.clean != nil && !pe.ev.Message {
-		o.clean.Track(uint64(pe.seq), pe.ev.Table, pe.ev.ID)
+		o.clean.Track(uint64(pe.seq), pe.ev.Table, pe.ev.ID, pe.ev.Xid)
 	}
 	if err := o.pub.Publish(ctx, &pe.ev, uint64(pe.seq)); err != nil {
 		return fmt.Errorf("event %s at %s: %w", pe.ev.ID, pe.ev.CommitLSN, err)
