@@ -234,17 +234,20 @@ func (s *sender) send(batches []batch) {
 func (s *sender) settle(b batch, err error) {
 	w := s.w
 	if err == nil {
-		w.mu.Lock()
-		w.advance(b.p, b.h, len(b.msgs))
-		b.p.busy, b.p.attempt = false, 0
-		s.handOver(b.p)
-		w.mu.Unlock()
+		// The fates are reported while the partition is still busy: a key
+		// that moves to a new partition once this one drains (see route)
+		// has its later events acknowledged after these, not before.
 		w.up()
 		w.acked(b.msgs)
 		for i := range b.msgs {
 			m := b.msgs[i].WriterData.(meta)
 			w.done(m.token, m.reason, nil)
 		}
+		w.mu.Lock()
+		w.advance(b.p, b.h, len(b.msgs))
+		b.p.busy, b.p.attempt = false, 0
+		s.handOver(b.p)
+		w.mu.Unlock()
 		return
 	}
 	perr := classify(err)
