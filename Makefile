@@ -58,11 +58,13 @@ test-cluster:
 	$(GO) test -tags cluster -race -count=1 -timeout 14m ./test/cluster/
 
 # The fault tests that take half a minute or more each (a broker killed for
-# a while, 20 kill -9 under load) and a kill -9 under --cleanup that has
-# failed under heavy load (see TestCleanupDeleteAfterPublish): make test
-# skips them; .ci/run runs them after make test (about 2 minutes).
+# a while, 20 kill -9 under load), a kill -9 under --cleanup that has
+# failed under heavy load (see TestCleanupDeleteAfterPublish), and
+# exactly-once delivery's (20 kill -9, a frozen instance's takeover, a
+# million-row transaction killed half-way): make test skips them; .ci/run
+# runs them after make test (about 4 minutes).
 test-faults: setup-tests
-	OUTBOX_CDC_TEST_FAULTS=1 $(GO) test -race -count=1 -timeout 8m -run 'TestBrokerOutage|TestRepeatedCrashes|TestCleanupDeleteAfterPublish$$' ./test/integration/
+	OUTBOX_CDC_TEST_FAULTS=1 $(GO) test -race -count=1 -timeout 8m -run 'TestBrokerOutage|TestRepeatedCrashes|TestCleanupDeleteAfterPublish$$|TestExactlyOnce' ./test/integration/
 
 # The tests whose outcome can depend on the PostgreSQL version (slots,
 # pgoutput, snapshots, failover slots, TLS, the backfill's SQL), on every other

@@ -63,8 +63,10 @@ func Transport(postgres, kafka checklist.Item) CheckOption {
 // for `outbox-cdc run` with cfg: the server, the role, the tables, the
 // publication and the slot (slot.Check), the server's version, the
 // transports, what cleanup and each backfill need, the messages, the
-// contracts (compiled), and the brokers and topics (sink.Check). Each item carries its fix. An error is
-// the configuration's own, a setting to change, and no item is returned.
+// contracts (compiled), the brokers and topics (sink.Check), and with
+// exactly-once what transactions need (checkExactly). Each item carries
+// its fix. An error is the configuration's own, a setting to change, and
+// no item is returned.
 func Check(ctx context.Context, cfg relay.Config, opts ...CheckOption) (CheckReport, error) {
 	var o checkOptions
 	for _, opt := range opts {
@@ -105,6 +107,7 @@ func Check(ctx context.Context, cfg relay.Config, opts ...CheckOption) (CheckRep
 		Brokers: cfg.Kafka.Brokers, Security: sec, Templates: templates, DeadLetterTopic: deadLetterTopic(cfg),
 		AutoCreateTopics: cfg.Topics.AutoCreate, CreateTopics: cfg.Topics.Create, Spec: cfg.Defaults.Route.Spec,
 	})...)
+	r.Items = append(r.Items, checkExactly(ctx, cfg, sec)...)
 	return r, nil
 }
 

@@ -61,7 +61,7 @@ func backfilling(cfg relay.Config) bool {
 // the slot is then left to run, which creates it exporting the snapshot
 // the backfill reads.
 func Plan(ctx context.Context, cfg relay.Config, role string, conn *pgx.Conn) (SetupPlan, error) {
-	p := SetupPlan{Tables: cfg.TableNames(), Publication: cfg.Slot.Publication, Slot: cfg.Slot.Name, Topics: setupTopics(cfg)}
+	p := SetupPlan{Tables: cfg.TableNames(), Publication: cfg.Slot.Publication, Slot: cfg.Slot.Name, Topics: append(setupTopics(cfg), setupCheckpointTopic(cfg)...)}
 	stmts, err := slot.SetupSQL(ctx, conn, cfg.Target(), role, Privileges(cfg), backfilling(cfg))
 	if err != nil {
 		return p, err
@@ -120,7 +120,7 @@ func Apply(ctx context.Context, cfg relay.Config, p SetupPlan, conn *pgx.Conn) (
 			return done, err
 		}
 		for _, t := range p.Topics {
-			created, err := sink.EnsureTopic(ctx, cfg.Kafka.Brokers, sec, t.Name, t.Spec)
+			created, err := ensureTopic(ctx, cfg, sec, t)
 			if err != nil {
 				return done, err
 			}

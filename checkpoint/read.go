@@ -68,23 +68,14 @@ func readLast(ctx context.Context, client *kafka.Client, topic, key string, maxB
 	if err != nil {
 		return Record{}, false, err
 	}
-	rd := &reader{client: client, topic: topic, partition: p, key: []byte(key), end: end, maxBytes: maxBytes}
-	for offset := first; offset < end; {
-		next, err := rd.fetchOnce(ctx, offset)
-		if cause := ended(ctx); cause != nil { // the fetch's own error is a timeout on the socket
-			return Record{}, false, fmt.Errorf("read checkpoint of %s from %s/%d: at offset %d of %d (last stable offset %d): %w",
-				key, topic, p, offset, end, rd.lso, cause)
-		}
-		if err != nil {
+	rd := &reader{client: client, topic: topic, partition: p, key: []byte(key), maxBytes: maxBytes}
+	// Window by window from the end back, until one holds a record under
+	// the key: its last is the newest.
+	for hi := end; hi > first && !rd.seen; hi -= readWindow {
+		rd.end = hi
+		if err := rd.readFrom(ctx, max(first, hi-readWindow)); err != nil {
 			return Record{}, false, err
 		}
-		if next == offset { // an open transaction holds the rest: wait for its end
-			select {
-			case <-ctx.Done():
-			case <-time.After(fetchWait / 10):
-			}
-		}
-		offset = next
 	}
 	if rd.last == nil {
 		return Record{}, false, nil
@@ -94,6 +85,37 @@ func readLast(ctx context.Context, client *kafka.Client, topic, key string, maxB
 		return Record{}, false, fmt.Errorf("read checkpoint of %s from %s/%d: %w", key, topic, p, err)
 	}
 	return r, true, nil
+}
+
+// readWindow is how many offsets readLast reads at a time, from the end of
+// the partition back. A slot's last checkpoint is usually among the last
+// records (each slot's commit takes two offsets: its record and the commit
+// marker), while the uncompacted tail of the log may hold a hundred
+// thousand: reading all of it would take as many batches, and kafka-go
+// decodes each batch of a response into 64 KiB pages of its own (a relay
+// committing every 10 ms for 25 s read 216 MiB of pages at its next start).
+const readWindow = 64
+
+// readFrom reads the key's records from offset to rd.end.
+func (rd *reader) readFrom(ctx context.Context, offset int64) error {
+	for offset < rd.end {
+		next, err := rd.fetchOnce(ctx, offset)
+		if cause := ended(ctx); cause != nil { // the fetch's own error is a timeout on the socket
+			return fmt.Errorf("read checkpoint of %s from %s/%d: at offset %d of %d (last stable offset %d): %w",
+				rd.key, rd.topic, rd.partition, offset, rd.end, rd.lso, cause)
+		}
+		if err != nil {
+			return err
+		}
+		if next == offset { // an open transaction holds the rest: wait for its end
+			select {
+			case <-ctx.Done():
+			case <-time.After(fetchWait / 10):
+			}
+		}
+		offset = next
+	}
+	return nil
 }
 
 // ended returns why ctx ended, or nil. A deadline counts from the moment it
@@ -144,6 +166,7 @@ type reader struct {
 	end       int64 // records at or past it are not read
 	maxBytes  int32
 	last      []byte // the newest value under key so far; nil for none or a tombstone
+	seen      bool   // a committed record under key was read (a tombstone too)
 	lso       int64  // the last stable offset, as of the latest fetch
 }
 
@@ -296,7 +319,7 @@ func (w *walk) record(r *protocol.Record, may bool) error {
 	if err != nil {
 		return err
 	}
-	w.last = value
+	w.last, w.seen = value, true
 	return nil
 }
 

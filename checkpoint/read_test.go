@@ -35,14 +35,14 @@ func newCluster(t *testing.T, partitions int32) (*kfake.Cluster, *kafka.Client) 
 	return cluster, &kafka.Client{Addr: kafka.TCP(cluster.ListenAddrs()...), Timeout: 10 * time.Second, Transport: transport}
 }
 
-// producer is a franz-go transactional producer: a client independent of
+// franzProducer is a franz-go transactional producer: a client independent of
 // the kafka-go code under test.
-type producer struct {
+type franzProducer struct {
 	t  *testing.T
 	cl *kgo.Client
 }
 
-func newProducer(t *testing.T, cluster *kfake.Cluster, id string) *producer {
+func newProducer(t *testing.T, cluster *kfake.Cluster, id string) *franzProducer {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.TransactionalID(id),
 		kgo.DefaultProduceTopic(topic), kgo.TransactionTimeout(time.Minute))
@@ -50,10 +50,10 @@ func newProducer(t *testing.T, cluster *kfake.Cluster, id string) *producer {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
-	return &producer{t: t, cl: cl}
+	return &franzProducer{t: t, cl: cl}
 }
 
-func (p *producer) begin() {
+func (p *franzProducer) begin() {
 	p.t.Helper()
 	if err := p.cl.BeginTransaction(); err != nil {
 		p.t.Fatalf("begin: %v", err)
@@ -61,14 +61,14 @@ func (p *producer) begin() {
 }
 
 // put writes value under key; a nil value is a tombstone.
-func (p *producer) put(key string, value []byte) {
+func (p *franzProducer) put(key string, value []byte) {
 	p.t.Helper()
 	if err := p.cl.ProduceSync(context.Background(), &kgo.Record{Key: []byte(key), Value: value}).FirstErr(); err != nil {
 		p.t.Fatalf("produce: %v", err)
 	}
 }
 
-func (p *producer) end(commit bool) {
+func (p *franzProducer) end(commit bool) {
 	p.t.Helper()
 	how := kgo.TryAbort
 	if commit {
@@ -80,7 +80,7 @@ func (p *producer) end(commit bool) {
 }
 
 // txn writes one transaction of puts and commits or aborts it.
-func (p *producer) txn(commit bool, key string, values ...[]byte) {
+func (p *franzProducer) txn(commit bool, key string, values ...[]byte) {
 	p.t.Helper()
 	p.begin()
 	for _, v := range values {
@@ -111,15 +111,15 @@ func TestReadLast(t *testing.T) {
 	tests := []struct {
 		name       string
 		partitions int32
-		write      func(a, b *producer)
+		write      func(a, b *franzProducer)
 		want       pglogrepl.LSN // 0: no checkpoint
 	}{
-		{"committed, then aborted, then another key's", 1, func(a, b *producer) {
+		{"committed, then aborted, then another key's", 1, func(a, b *franzProducer) {
 			a.txn(true, keyA, at(t, 10))
 			a.txn(false, keyA, at(t, 20))
 			b.txn(true, keyB, at(t, 30))
 		}, 10},
-		{"another producer commits inside an aborted transaction", 1, func(a, b *producer) {
+		{"another producer commits inside an aborted transaction", 1, func(a, b *franzProducer) {
 			a.txn(true, keyA, at(t, 10))
 			a.begin()
 			a.put(keyA, at(t, 20))
@@ -127,29 +127,48 @@ func TestReadLast(t *testing.T) {
 			a.put(keyA, at(t, 40))
 			a.end(false)
 		}, 30},
-		{"aborted, then committed by the same producer", 1, func(a, b *producer) {
+		{"aborted, then committed by the same producer", 1, func(a, b *franzProducer) {
 			a.txn(false, keyA, at(t, 20), at(t, 21))
 			a.txn(true, keyA, at(t, 10))
 			a.txn(false, keyA, at(t, 40))
 		}, 10},
-		{"many transactions, every other aborted", 1, func(a, b *producer) {
+		{"many transactions, every other aborted", 1, func(a, b *franzProducer) {
 			for i := range 40 {
 				a.txn(i%2 == 0, keyA, at(t, pglogrepl.LSN(100+i)))
 				b.txn(i%3 != 0, keyB, at(t, pglogrepl.LSN(200+i)))
 			}
 		}, 138},
-		{"only aborted", 1, func(a, b *producer) { a.txn(false, keyA, at(t, 20)) }, 0},
-		{"only another key's", 1, func(a, b *producer) { b.txn(true, keyB, at(t, 30)) }, 0},
-		{"an empty topic", 1, func(a, b *producer) {}, 0},
-		{"a tombstone resets", 1, func(a, b *producer) {
+		{"many windows back, another key's after it", 1, func(a, b *franzProducer) {
+			a.txn(true, keyA, at(t, 10))
+			for i := range 3 * readWindow {
+				b.txn(true, keyB, at(t, pglogrepl.LSN(200+i)))
+			}
+		}, 10},
+		{"an aborted transaction across a window's edge", 1, func(a, b *franzProducer) {
+			a.txn(true, keyA, at(t, 10))
+			a.begin()
+			a.put(keyA, at(t, 20))
+			for i := range readWindow {
+				b.txn(true, keyB, at(t, pglogrepl.LSN(200+i)))
+			}
+			a.put(keyA, at(t, 21))
+			a.end(false)
+			for i := range readWindow / 2 {
+				b.txn(true, keyB, at(t, pglogrepl.LSN(400+i)))
+			}
+		}, 10},
+		{"only aborted", 1, func(a, b *franzProducer) { a.txn(false, keyA, at(t, 20)) }, 0},
+		{"only another key's", 1, func(a, b *franzProducer) { b.txn(true, keyB, at(t, 30)) }, 0},
+		{"an empty topic", 1, func(a, b *franzProducer) {}, 0},
+		{"a tombstone resets", 1, func(a, b *franzProducer) {
 			a.txn(true, keyA, at(t, 10))
 			a.txn(true, keyA, nil)
 		}, 0},
-		{"a checkpoint after a tombstone", 1, func(a, b *producer) {
+		{"a checkpoint after a tombstone", 1, func(a, b *franzProducer) {
 			a.txn(true, keyA, nil)
 			a.txn(true, keyA, at(t, 10))
 		}, 10},
-		{"five partitions, placed by franz-go's default partitioner", 5, func(a, b *producer) {
+		{"five partitions, placed by franz-go's default partitioner", 5, func(a, b *franzProducer) {
 			a.txn(true, keyA, at(t, 10))
 			b.txn(true, keyB, at(t, 30))
 			a.txn(false, keyA, at(t, 20))

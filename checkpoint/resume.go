@@ -44,7 +44,8 @@ func Resume(slotConfirmed pglogrepl.LSN, current System, rec Record, found bool)
 	at := fmt.Sprintf("checkpoint at %s (xid %d, %s timeline %d)", rec.EndLSN, rec.Xid, rec.SystemID, rec.Timeline)
 	switch {
 	case !found:
-		return slot(fmt.Sprintf("no checkpoint: trusting the slot at %s; events after it may repeat", slotConfirmed), true)
+		return slot(fmt.Sprintf("no checkpoint: trusting the slot at %s (a first start in exactly-once; otherwise the checkpoint topic lost its record, "+
+			"and events an earlier instance published after the slot may repeat)", slotConfirmed), true)
 	case rec.SystemID != current.ID:
 		return slot(fmt.Sprintf("%s is of system %s, the server is system %s: trusting the slot at %s; events after it may repeat",
 			at, rec.SystemID, current.ID, slotConfirmed), true)
@@ -54,8 +55,12 @@ func Resume(slotConfirmed pglogrepl.LSN, current System, rec Record, found bool)
 	case rec.EndLSN == slotConfirmed:
 		return slot(fmt.Sprintf("%s matches the slot: starting there", at), false)
 	case rec.EndLSN < slotConfirmed:
-		return slot(fmt.Sprintf("%s is behind the slot at %s: trusting the slot (the slot moved past WAL without events since, "+
-			"or the checkpoint topic lost records; events after it may repeat)", at, slotConfirmed), true)
+		// Routine: while no event waits for a Kafka commit, the relay
+		// confirms the slot past WAL without events (an idle outbox must
+		// not pin WAL) and writes no checkpoint for it. The slot is never
+		// confirmed past an uncommitted event, so it is the truth here.
+		return slot(fmt.Sprintf("%s is behind the slot at %s, which moved past WAL without events since: starting at the slot",
+			at, slotConfirmed), false)
 	}
 	return Decision{Start: rec.EndLSN, Reason: fmt.Sprintf("%s is ahead of the slot at %s: starting at the checkpoint, "+
 		"skipping the transactions Kafka already holds", at, slotConfirmed)}

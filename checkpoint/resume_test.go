@@ -33,7 +33,7 @@ func TestResume(t *testing.T) {
 		{"a later timeline", at(0x6000, func(r *Record) { r.Timeline = 3 }), true, slot, true, []string{"timeline 3", "timeline 2"}},
 		{"an earlier timeline, behind the slot", at(0x4000, func(r *Record) { r.Timeline = 1 }), true, slot, true, []string{"timeline 1"}},
 		{"at the slot", at(slot, nil), true, slot, false, []string{"matches the slot"}},
-		{"behind the slot", at(0x4fff, nil), true, slot, true, []string{"0/4FFF", "behind the slot at 0/5000", "trusting the slot"}},
+		{"behind the slot", at(0x4fff, nil), true, slot, false, []string{"0/4FFF", "behind the slot at 0/5000", "starting at the slot"}},
 		{"ahead of the slot", at(0x6000, nil), true, 0x6000, false, []string{"0/6000", "ahead of the slot at 0/5000", "skipping"}},
 		{"ahead, but found false", at(0x6000, nil), false, slot, true, []string{"no checkpoint"}},
 	}

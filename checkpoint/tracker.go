@@ -30,6 +30,9 @@ type Tracker struct {
 	confirmed  pglogrepl.LSN
 
 	room chan struct{} // signalled when an Ack frees room
+	// idle is closed once every reserved event is acked, for WaitAcked;
+	// nil while no one waits. Guarded by mu.
+	idle chan struct{}
 }
 
 // txn is a committed transaction waiting for its events' acks: once every seq
@@ -133,6 +136,10 @@ func (t *Tracker) Ack(seq Seq) {
 		t.acked++
 	}
 	t.advance()
+	if t.idle != nil && t.acked == t.next {
+		close(t.idle)
+		t.idle = nil
+	}
 	t.mu.Unlock()
 	select {
 	case t.room <- struct{}{}:
@@ -188,4 +195,26 @@ func (t *Tracker) InFlight() (events int, bytes int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return int(t.next - t.acked), t.bytes
+}
+
+// WaitAcked waits until every event reserved so far is acknowledged, or
+// ctx ends. Exactly-once calls it before a Kafka commit, while nothing new
+// is reserved.
+func (t *Tracker) WaitAcked(ctx context.Context) error {
+	t.mu.Lock()
+	if t.acked == t.next {
+		t.mu.Unlock()
+		return nil
+	}
+	if t.idle == nil {
+		t.idle = make(chan struct{})
+	}
+	idle := t.idle
+	t.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("wait for the acknowledgements of the events in flight: %w", context.Cause(ctx))
+	}
 }

@@ -80,6 +80,7 @@ func newFlags(c *Config) *flags {
 	contractFlags(f, &r.Contracts)
 	streamFlags(f, &r.Stream)
 	producerFlags(f, &r.Producer)
+	deliveryFlags(f, &r.Delivery)
 	f.str(gLog, &c.LogFormat, "log-format", "log format: text or json")
 	f.str(gLog, &c.LogLevel, "log-level", "least severe level logged: debug, info, warn or error")
 	f.str(gLog, &c.HTTPAddr, "http-addr", "run: address serving /metrics (Prometheus), /healthz and /readyz; empty: no HTTP server")
@@ -202,4 +203,13 @@ func (f *flags) command(groups group) *flag.FlagSet {
 		}
 	}
 	return fs
+}
+
+func deliveryFlags(f *flags, d *relay.Delivery) {
+	f.value(gStream, enum[relay.DeliveryMode]{&d.Mode}, "delivery", "at-least-once: an idempotent producer writes a retried batch once, but events published and not yet confirmed to Postgres are published again after a crash, so consumers drop duplicates by the id header; exactly-once: whole Postgres transactions go into Kafka transactions, each with a checkpoint record in --checkpoint-topic, and the slot is confirmed after the Kafka commit: a consumer with isolation.level=read_committed sees each event once, and each Postgres transaction's events all at once, across crashes and takeovers (docs/exactly-once.md)")
+	f.str(gStream, &d.TransactionalID, "transactional-id", "exactly-once: the Kafka transactional id; every instance of one slot must share it, so that the one holding the slot fences the one before it; empty: outbox-cdc.<database>.<slot>")
+	f.str(gStream, &d.CheckpointTopic, "checkpoint-topic", "exactly-once: the compacted topic the relay creates and writes each Kafka transaction's last Postgres transaction to, one record key per slot; at start the relay skips what it holds")
+	f.integer(gStream, &d.CheckpointReplicationFactor, "checkpoint-replication-factor", "exactly-once: replication factor of --checkpoint-topic when the relay creates it (min.insync.replicas one less, at least 1); 0: the broker's default")
+	f.duration(gStream, &d.TransactionInterval, "transaction-interval", "exactly-once: how long a Kafka transaction gathers whole Postgres transactions before it commits; each commit pauses publishing for the round trips of the last acks, the checkpoint record and EndTxn, so lower means less latency and more pauses (docs/exactly-once.md); a Postgres transaction that takes longer keeps its Kafka transaction open until its commit")
+	f.duration(gStream, &d.TransactionTimeout, "transaction-timeout", "exactly-once: the broker aborts a Kafka transaction open longer, and fences the relay (it restarts from its checkpoint); raise it for Postgres transactions that take longer to stream; at most the brokers' transaction.max.timeout.ms (15m by default)")
 }

@@ -43,7 +43,12 @@ import (
 //     AddPartitions could not add, are ErrTxnAbortable: Abort, then Begin
 //     again. After the first two, Abort also bumps the epoch (KIP-360's
 //     InitProducerID with the current id and epoch), as the Java
-//     producer's abortableErrorIfPossible does.
+//     producer's abortableErrorIfPossible does; against a broker older
+//     than 2.5, which cannot bump an epoch, that Abort fails for good
+//     (ErrTxnFatal) rather than take the id afresh.
+//
+// Once fatal, a Txn stays fatal: a request's success that arrives after
+// a fatal Refused changes nothing.
 //
 // A Txn's methods may be called from several goroutines; the requests
 // (Init, AddPartitions, Commit, Abort) run one at a time.
@@ -61,6 +66,7 @@ type Txn struct {
 	err         error                     // what put the Txn in txnAbortable or txnFatal
 	bump        bool                      // the abort must bump the epoch (the coordinator lost the producer id)
 	skipEnd     bool                      // the abort skips EndTxn (INVALID_PRODUCER_ID_MAPPING: the coordinator would refuse it)
+	unsure      bool                      // an AddPartitions of the transaction had no verdict: the coordinator may hold it
 	coordinator int32                     // the node FindCoordinator named last, for the log
 }
 
@@ -98,7 +104,7 @@ const (
 	txnReady                         // between transactions
 	txnOpen                          // after Begin
 	txnCommitting                    // Commit failed without a verdict: only Commit again
-	txnAborting                      // Abort failed without a verdict: only Abort again
+	txnAborting                      // Abort (EndTxn or the epoch bump) failed without a verdict: only Abort again
 	txnAbortable                     // ErrTxnAbortable: only Abort
 	txnFatal                         // fenced, unauthorized or lost: nothing
 )
@@ -246,4 +252,47 @@ func (t *Txn) fail(op string, kind, err error) error {
 		t.log.Error("transactional producer failed for good", slog.String("op", op), slog.Any("err", err))
 	}
 	return e
+}
+
+// refused returns the verdict on code, a transactional request's refusal,
+// as the Java handlers share it: PRODUCER_FENCED and
+// INVALID_PRODUCER_EPOCH are ErrFenced, TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+// is ErrTxnUnauthorized, INVALID_TXN_STATE is ErrTxnFatal, and any other
+// code is otherwise, the request's own verdict. Called with mu held.
+func (t *Txn) refused(op string, code kafka.Error, otherwise error) error {
+	switch code {
+	case kafka.ProducerFenced, kafka.InvalidProducerEpoch:
+		return t.fail(op, ErrFenced, code)
+	case kafka.TransactionalIDAuthorizationFailed:
+		return t.fail(op, ErrTxnUnauthorized, code)
+	case kafka.InvalidTransactionState:
+		return t.fail(op, ErrTxnFatal, code)
+	}
+	return t.fail(op, otherwise, code)
+}
+
+// lost reports whether code says the coordinator lost the producer id
+// (UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_ID_MAPPING), and then makes the
+// abort bump the epoch, as the Java producer's abortableErrorIfPossible
+// does; after INVALID_PRODUCER_ID_MAPPING without EndTxn, which the
+// coordinator would refuse. Called with mu held.
+func (t *Txn) lost(code kafka.Error) bool {
+	if code != kafka.UnknownProducerId && code != kafka.InvalidProducerIDMapping {
+		return false
+	}
+	t.bump, t.skipEnd = true, code == kafka.InvalidProducerIDMapping
+	return true
+}
+
+// unanswered reports whether err, a request's, is no verdict: the context
+// ended, or the transport failed, before the coordinator's answer.
+func unanswered(err error) bool {
+	var te *TxnError
+	return err != nil && !errors.As(err, &te)
+}
+
+// fatal reports whether err is a fatal verdict.
+func fatal(err error) bool {
+	var te *TxnError
+	return errors.As(err, &te) && te.Fatal()
 }

@@ -85,10 +85,7 @@ func TestTxnRetries(t *testing.T) {
 			defer cancel()
 			c := newCluster(t, 1)
 			n := inject(c, tc.key, tc.codes...)
-			w := newWriter(t, c, "retries")
-			if err := w.Init(ctx); err != nil {
-				t.Fatal(err)
-			}
+			w := ready(ctx, t, c, "retries")
 			w.transaction(ctx, t, true, map[int32][]string{0: {"x", "end"}, 1: {"y", "end"}})
 			if int(n.Load()) != len(tc.codes) {
 				t.Errorf("%d of %d failures injected", n.Load(), len(tc.codes))
@@ -111,10 +108,7 @@ func TestTxnCoordinatorMoves(t *testing.T) {
 	defer cancel()
 	id := movingID(t)
 	c := newCluster(t, 3)
-	w := newWriter(t, c, id)
-	if err := w.Init(ctx); err != nil {
-		t.Fatal(err)
-	}
+	w := ready(ctx, t, c, id)
 	w.transaction(ctx, t, true, map[int32][]string{0: {"before"}})
 	old := c.CoordinatorFor(id)
 	var adds atomic.Int32
@@ -179,22 +173,11 @@ func TestTxnRefusals(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			c := newCluster(t, 1)
-			w := newWriter(t, c, "refusals")
-			if err := w.Init(ctx); err != nil {
-				t.Fatal(err)
-			}
-			_, epoch := w.Producer()
-			if err := w.Begin(); err != nil {
-				t.Fatal(err)
-			}
+			var values []string // an EndTxn case adds partition 0 and writes to it first
 			if tc.key == kmsg.EndTxn {
-				if err := w.AddPartitions(ctx, map[string][]int32{txnTopic: {0}}); err != nil {
-					t.Fatal(err)
-				}
-				if err := w.produce(ctx, 0, "refused"); err != nil {
-					t.Fatal(err)
-				}
+				values = []string{"refused"}
 			}
+			w, epoch := begun(ctx, t, c, "refusals", values...)
 			inject(c, tc.key, tc.code)
 			err := w.AddPartitions(ctx, map[string][]int32{txnTopic: {1}})
 			if tc.key == kmsg.EndTxn {
@@ -238,19 +221,7 @@ func TestTxnRefusals(t *testing.T) {
 func TestTxnCommitWithoutVerdict(t *testing.T) {
 	ctx := context.Background()
 	c := newCluster(t, 1)
-	w := newWriter(t, c, "verdict")
-	if err := w.Init(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Begin(); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.AddPartitions(ctx, map[string][]int32{txnTopic: {0}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.produce(ctx, 0, "late"); err != nil {
-		t.Fatal(err)
-	}
+	w, _ := begun(ctx, t, c, "verdict", "late")
 	busy := inject(c, kmsg.EndTxn, slices.Repeat([]int16{concurrent}, 1000)...)
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	err := w.Commit(short)
@@ -296,14 +267,7 @@ func TestTxnRefusedProduce(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			c := newCluster(t, 1)
-			w := newWriter(t, c, "refused-produce")
-			if err := w.Init(ctx); err != nil {
-				t.Fatal(err)
-			}
-			_, epoch := w.Producer()
-			if err := w.Begin(); err != nil {
-				t.Fatal(err)
-			}
+			w, epoch := begun(ctx, t, c, "refused-produce")
 			if err := w.AddPartitions(ctx, map[string][]int32{txnTopic: {0}}); err != nil {
 				t.Fatal(err)
 			}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol/addpartitionstotxn"
+	"github.com/segmentio/kafka-go/protocol/apiversions"
+	"github.com/segmentio/kafka-go/protocol/endtxn"
 	"github.com/segmentio/kafka-go/protocol/findcoordinator"
 	"github.com/segmentio/kafka-go/protocol/initproducerid"
 )
@@ -29,7 +31,15 @@ const concurrentBackoff = 20 * time.Millisecond
 // producer id and epoch it holds (KIP-360), so that a coordinator that gave
 // the id to another instance meanwhile answers PRODUCER_FENCED instead of
 // fencing that instance. Either way the epoch changes: sequence numbers
-// start again at 0.
+// start again at 0. Against a broker older than 2.5 (InitProducerID below
+// v3) the id and epoch are not sent: every Init is a fresh one, which
+// fences whoever holds the id, as a new instance's does; call it only to
+// take the id.
+//
+// An Init that ends without a verdict (an error that is not a *TxnError)
+// may have bumped the epoch all the same: until Init succeeds, only Init
+// is allowed (it resends the id and epoch held, which the coordinator
+// answers as a retry).
 //
 // Init refuses while a transaction is open or ending: the coordinator
 // would abort it by bumping the epoch, and the retried InitProducerID,
@@ -45,6 +55,9 @@ func (t *Txn) Init(ctx context.Context) error {
 	err := t.usable()
 	if err == nil && t.state != txnUninitialized && t.state != txnReady {
 		err = fmt.Errorf("init the transactional producer: it is %s", t.state)
+	}
+	if err == nil {
+		t.state = txnUninitialized
 	}
 	id, epoch := t.id, t.epoch
 	t.mu.Unlock()
@@ -69,16 +82,10 @@ func (t *Txn) Init(ctx context.Context) error {
 func (t *Txn) findCoordinator(ctx context.Context) error {
 	const op = "FindCoordinator"
 	req := &findcoordinator.Request{Key: t.cfg.TransactionalID, KeyType: 1}
-	res, code, err := t.call(ctx, op, req, busyOr(func(r kafka.Response) kafka.Error {
-		return kafka.Error(r.(*findcoordinator.Response).ErrorCode)
-	}), false)
-	if err != nil {
-		return err
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	switch code {
-	case 0:
+	return t.exchange(ctx, op, req, false, func(res kafka.Response, code kafka.Error) error {
+		if code != 0 {
+			return t.refused(op, code, ErrTxnFatal)
+		}
 		r := res.(*findcoordinator.Response)
 		if t.coordinator != r.NodeID {
 			t.log.Info("transaction coordinator found", slog.Int("node", int(r.NodeID)),
@@ -86,10 +93,7 @@ func (t *Txn) findCoordinator(ctx context.Context) error {
 		}
 		t.coordinator = r.NodeID
 		return nil
-	case kafka.TransactionalIDAuthorizationFailed:
-		return t.fail(op, ErrTxnUnauthorized, code)
-	}
-	return t.fail(op, ErrTxnFatal, code)
+	})
 }
 
 // initProducerID asks for a producer id and epoch; id and epoch are the
@@ -103,27 +107,20 @@ func (t *Txn) initProducerID(ctx context.Context, id int64, epoch int16) error {
 	const op = "InitProducerID"
 	req := &initproducerid.Request{TransactionalID: t.cfg.TransactionalID,
 		TransactionTimeoutMs: int32(t.cfg.Timeout.Milliseconds()), ProducerID: id, ProducerEpoch: epoch}
-	res, code, err := t.call(ctx, op, req, busyOr(func(r kafka.Response) kafka.Error {
-		return kafka.Error(r.(*initproducerid.Response).ErrorCode)
-	}), false)
-	if err != nil {
-		return err
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	switch code {
-	case 0:
-		r := res.(*initproducerid.Response)
-		t.id, t.epoch, t.state, t.added, t.err, t.bump, t.skipEnd = r.ProducerID, r.ProducerEpoch, txnReady, nil, nil, false, false
-		t.log.Info("transactional producer ready", slog.Int64("producer_id", t.id), slog.Int("epoch", int(t.epoch)),
-			slog.Int("coordinator", int(t.coordinator)))
-		return nil
-	case kafka.ProducerFenced, kafka.InvalidProducerEpoch:
-		return t.fail(op, ErrFenced, code)
-	case kafka.TransactionalIDAuthorizationFailed, kafka.ClusterAuthorizationFailed:
-		return t.fail(op, ErrTxnUnauthorized, code)
-	}
-	return t.fail(op, ErrTxnFatal, code)
+	return t.exchange(ctx, op, req, false, func(res kafka.Response, code kafka.Error) error {
+		switch code {
+		case 0:
+			r := res.(*initproducerid.Response)
+			t.id, t.epoch, t.state, t.err = r.ProducerID, r.ProducerEpoch, txnReady, nil
+			t.added, t.unsure, t.bump, t.skipEnd = nil, false, false, false
+			t.log.Info("transactional producer ready", slog.Int64("producer_id", t.id), slog.Int("epoch", int(t.epoch)),
+				slog.Int("coordinator", int(t.coordinator)))
+			return nil
+		case kafka.ClusterAuthorizationFailed:
+			return t.fail(op, ErrTxnUnauthorized, code)
+		}
+		return t.refused(op, code, ErrTxnFatal)
+	})
 }
 
 // AddPartitions adds to the open transaction those of partitions (topic →
@@ -137,7 +134,9 @@ func (t *Txn) initProducerID(ctx context.Context, id int64, epoch int16) error {
 // OPERATION_NOT_ATTEMPTED and any other partition error make the
 // transaction abortable. An error that is not a *TxnError (the context
 // ended while retrying, an unexpected transport failure) leaves the
-// transaction open: AddPartitions may be called again.
+// transaction open: AddPartitions may be called again. The coordinator
+// may have added the partitions all the same, so the transaction's Commit
+// or Abort then ends it with EndTxn even if no partition is known in it.
 func (t *Txn) AddPartitions(ctx context.Context, partitions map[string][]int32) error {
 	const op = "AddPartitionsToTxn"
 	t.op.Lock()
@@ -148,42 +147,30 @@ func (t *Txn) AddPartitions(ctx context.Context, partitions map[string][]int32) 
 	if err != nil || req == nil {
 		return err
 	}
-	_, code, err := t.call(ctx, op, req, func(r kafka.Response) (kafka.Error, bool) {
-		code := addAnswer(r.(*addpartitionstotxn.Response))
-		return code, coordinatorBusy(code) || code == kafka.UnknownTopicOrPartition
-	}, first)
-	if err != nil {
-		return err
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	switch code {
-	case 0:
-		if t.state == txnAbortable {
-			return t.err // refused meanwhile (Refused): it cannot commit
+	err = t.exchange(ctx, op, req, first, func(_ kafka.Response, code kafka.Error) error {
+		if code != 0 {
+			t.lost(code)
+			return t.refused(op, code, ErrTxnAbortable)
 		}
 		if t.state != txnOpen {
-			return t.usable()
+			return t.err // made abortable meanwhile (Refused): it cannot commit
 		}
 		for _, topic := range req.Topics {
+			if t.added[topic.Name] == nil {
+				t.added[topic.Name] = map[int32]bool{}
+			}
 			for _, p := range topic.Partitions {
-				if t.added[topic.Name] == nil {
-					t.added[topic.Name] = map[int32]bool{}
-				}
 				t.added[topic.Name][p] = true
 			}
 		}
 		return nil
-	case kafka.ProducerFenced, kafka.InvalidProducerEpoch:
-		return t.fail(op, ErrFenced, code)
-	case kafka.TransactionalIDAuthorizationFailed:
-		return t.fail(op, ErrTxnUnauthorized, code)
-	case kafka.InvalidTransactionState:
-		return t.fail(op, ErrTxnFatal, code)
-	case kafka.UnknownProducerId, kafka.InvalidProducerIDMapping:
-		t.bump, t.skipEnd = true, code == kafka.InvalidProducerIDMapping
+	})
+	if unanswered(err) {
+		t.mu.Lock()
+		t.unsure = t.unsure || t.state == txnOpen || t.state == txnAbortable
+		t.mu.Unlock()
 	}
-	return t.fail(op, ErrTxnAbortable, code)
+	return err
 }
 
 // addRequest returns the request adding those of partitions the open
@@ -265,31 +252,62 @@ func coordinatorBusy(code kafka.Error) bool {
 	return false
 }
 
-// answer reads a response's error code, and whether it is worth a retry.
-type answer func(kafka.Response) (code kafka.Error, retry bool)
-
-// busyOr is the answer of code, retried when coordinatorBusy.
-func busyOr(code func(kafka.Response) kafka.Error) answer {
-	return func(r kafka.Response) (kafka.Error, bool) {
-		c := code(r)
-		return c, coordinatorBusy(c)
+// answerOf reads a response's error code, and whether it is worth a retry:
+// the coordinator's "not now" (coordinatorBusy), and for AddPartitionsToTxn
+// UNKNOWN_TOPIC_OR_PARTITION too.
+func answerOf(res kafka.Response) (code kafka.Error, retry bool) {
+	switch r := res.(type) {
+	case *addpartitionstotxn.Response:
+		code = addAnswer(r)
+		return code, coordinatorBusy(code) || code == kafka.UnknownTopicOrPartition
+	case *findcoordinator.Response:
+		code = kafka.Error(r.ErrorCode)
+	case *initproducerid.Response:
+		code = kafka.Error(r.ErrorCode)
+	case *endtxn.Response:
+		code = kafka.Error(r.ErrorCode)
+	case *apiversions.Response:
+		code = kafka.Error(r.ErrorCode)
+	default:
+		return kafka.Error(-1), false // UNKNOWN_SERVER_ERROR: not an answer to a request the Txn sends
 	}
+	return code, coordinatorBusy(code)
 }
 
-// call sends req until its answer is not worth a retry, and returns the
-// response and its error code. A lost connection is retried too, as the
-// Java producer re-enqueues a request whose connection dropped. Pauses
-// double from RetryBackoff up to 1 s; quick keeps CONCURRENT_TRANSACTIONS
-// at 20 ms. It returns an error when the context ends or the transport
-// fails otherwise.
-func (t *Txn) call(ctx context.Context, op string, req kafka.Request, read answer, quick bool) (kafka.Response, kafka.Error, error) {
+// exchange sends req (see call) and hands its answer to settle, with mu
+// held, for the verdict; an error that is not a *TxnError is no verdict.
+// A Txn that turned fatal while req was out (Refused, from a produce
+// response another goroutine read) stays fatal whatever the answer:
+// settle is skipped. Every state change a request's answer makes goes
+// through here (or through fail, which keeps a fatal state too).
+func (t *Txn) exchange(ctx context.Context, op string, req kafka.Request, quick bool,
+	settle func(res kafka.Response, code kafka.Error) error) error {
+	res, code, err := t.call(ctx, op, req, quick)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.usable(); err != nil {
+		return err
+	}
+	return settle(res, code)
+}
+
+// call sends req until its answer is not worth a retry (answerOf), and
+// returns the response and its error code. A lost connection is retried
+// too, as the Java producer re-enqueues a request whose connection
+// dropped. Pauses double from RetryBackoff up to 1 s; quick keeps
+// CONCURRENT_TRANSACTIONS at 20 ms. It returns an error when the context
+// ends or the transport fails otherwise.
+func (t *Txn) call(ctx context.Context, op string, req kafka.Request, quick bool) (kafka.Response, kafka.Error, error) {
 	pause := t.cfg.RetryBackoff
 	var last error
 	for attempt := 1; ; attempt++ {
 		res, err := t.cfg.Transport.RoundTrip(ctx, t.cfg.Addr, req)
 		switch {
 		case err == nil:
-			code, retry := read(res)
+			code, retry := answerOf(res)
 			if !retry {
 				return res, code, nil
 			}

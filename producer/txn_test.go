@@ -58,6 +58,38 @@ func newWriter(t *testing.T, c *kfake.Cluster, id string) *txnWriter {
 	return &txnWriter{Txn: txn, transport: tr, seq: map[int32]int32{}, epoch: -1}
 }
 
+// ready returns a writer whose Init succeeded.
+func ready(ctx context.Context, t *testing.T, c *kfake.Cluster, id string) *txnWriter {
+	t.Helper()
+	w := newWriter(t, c, id)
+	if err := w.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// begun returns a writer with a transaction open, and the epoch its Init
+// got. With values, the transaction holds partition 0 and a batch of
+// values in it.
+func begun(ctx context.Context, t *testing.T, c *kfake.Cluster, id string, values ...string) (*txnWriter, int16) {
+	t.Helper()
+	w := ready(ctx, t, c, id)
+	_, epoch := w.Producer()
+	if err := w.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	if len(values) == 0 {
+		return w, epoch
+	}
+	if err := w.AddPartitions(ctx, map[string][]int32{txnTopic: {0}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.produce(ctx, 0, values...); err != nil {
+		t.Fatal(err)
+	}
+	return w, epoch
+}
+
 // produce sends values as one transactional batch to partition and
 // returns the partition's error.
 func (w *txnWriter) produce(ctx context.Context, partition int32, values ...string) error {
@@ -160,10 +192,7 @@ func TestTxnCommitAndAbort(t *testing.T) {
 	ctx := context.Background()
 	c := newCluster(t, 1)
 	adds, ends := count(c, kmsg.AddPartitionsToTxn), count(c, kmsg.EndTxn)
-	w := newWriter(t, c, "commit-abort")
-	if err := w.Init(ctx); err != nil {
-		t.Fatal(err)
-	}
+	w := ready(ctx, t, c, "commit-abort")
 	if id, epoch := w.Producer(); id < 0 || epoch < 0 {
 		t.Fatalf("producer %d/%d after Init", id, epoch)
 	}

@@ -147,7 +147,7 @@ func (e *backfillEntry) open(ctx context.Context) error {
 	st := e.r.cfg.Stream
 	track := checkpoint.New(0, st.MaxInFlight, st.MaxInFlightBytes)
 	acks := &backfillAcks{track: track, done: map[checkpoint.Seq]func(){}}
-	pub, err := e.r.newPublisher(ctx, acks, nil)
+	pub, err := e.r.newPublisher(ctx, acks, nil, nil, nil)
 	if err != nil {
 		return err
 	}

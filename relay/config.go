@@ -40,6 +40,8 @@ type Config struct {
 	Stream Stream
 	// Producer is how events become Kafka records.
 	Producer Producer
+	// Delivery is at-least-once or exactly-once, and the latter's settings.
+	Delivery Delivery
 	// Topics is how topics are created, capped, and where rows that cannot
 	// be published go.
 	Topics Topics
@@ -226,6 +228,7 @@ func Default() Config {
 			Envelope: sink.EnvelopeRaw, Timestamp: sink.TimestampColumn},
 		Topics:   Topics{Create: true, AutoCreate: true, Max: 1000, OnInvalid: OnInvalidDLQ, DeadLetterTopic: "outbox.dlq"},
 		Cleanup:  cleanup.None,
+		Delivery: defaultDelivery(),
 		Defaults: defaults,
 	}
 	c.Contracts.Unknown = contract.UnknownAllow

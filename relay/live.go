@@ -20,6 +20,7 @@ import (
 // from any goroutine. Between sessions it keeps the last confirmed position.
 type live struct {
 	track     atomic.Pointer[checkpoint.Tracker]
+	exactly   atomic.Pointer[exactly] // the session's, in exactly-once: it says what is confirmed
 	stream    atomic.Pointer[replication.Stream]
 	streaming atomic.Bool
 	writer    atomic.Pointer[sink.Writer] // the session's
@@ -31,8 +32,9 @@ type live struct {
 	last       atomic.Uint64 // confirmed position of the last session
 }
 
-func (l *live) begin(t *checkpoint.Tracker, s *replication.Stream) {
+func (l *live) begin(t *checkpoint.Tracker, s *replication.Stream, x *exactly) {
 	l.track.Store(t)
+	l.exactly.Store(x)
 	l.stream.Store(s)
 	l.streaming.Store(true)
 	l.standingBy.Store(false)
@@ -42,6 +44,9 @@ func (l *live) end() {
 	l.streaming.Store(false)
 	if t := l.track.Swap(nil); t != nil {
 		l.last.Store(uint64(t.Confirmed()))
+	}
+	if x := l.exactly.Swap(nil); x != nil {
+		l.last.Store(x.committed.Load())
 	}
 	l.stream.Store(nil)
 }
@@ -54,6 +59,9 @@ func (l *live) inFlight() (int, int64) {
 }
 
 func (l *live) confirmed() pglogrepl.LSN {
+	if x := l.exactly.Load(); x != nil {
+		return pglogrepl.LSN(x.committed.Load()) // may lag Confirmed a little: moved on the receive loop only
+	}
 	if t := l.track.Load(); t != nil {
 		return t.Confirmed()
 	}

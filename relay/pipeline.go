@@ -22,6 +22,7 @@ type pipeline struct {
 	track *checkpoint.Tracker
 	pub   *sink.Writer
 	clean *cleanup.Cleaner // nil without --cleanup
+	ex    *exactly         // nil in at-least-once
 
 	// The event being handed over when the last call was interrupted by a
 	// status deadline; the next call, with the same message, resumes it.
@@ -33,6 +34,7 @@ type pendingEvent struct {
 	invalid  *decode.InvalidRowError // a row that did not decode: dead-lettered instead
 	seq      checkpoint.Seq
 	reserved bool
+	counted  bool // exactly-once: counted as handed over (exactly.handing)
 	// standalone is the end of a non-transactional message's own
 	// transaction, committed once the event is handed over; 0 otherwise.
 	standalone pglogrepl.LSN
@@ -58,6 +60,9 @@ func (p *pipeline) handle(ctx context.Context, _ pglogrepl.LSN, data []byte) err
 			return nil
 		case res.Kind == decode.KindCommit:
 			p.track.Commit(res.End)
+			if p.ex != nil {
+				p.ex.leave(res.End)
+			}
 			return nil
 		case res.Kind == decode.KindHeartbeat:
 			p.track.ConfirmIdle(res.End)
@@ -70,14 +75,56 @@ func (p *pipeline) handle(ctx context.Context, _ pglogrepl.LSN, data []byte) err
 		if res.Standalone {
 			p.pending.standalone = res.End
 		}
+		if p.skipped() {
+			return nil
+		}
 	}
 	return p.hand(ctx)
+}
+
+// skipped drops the pending event when exactly-once's checkpoint says
+// Kafka holds its transaction already, closing the transaction of a
+// non-transactional message.
+func (p *pipeline) skipped() bool {
+	pe := p.pending
+	commit := pe.ev.CommitLSN
+	if pe.invalid != nil {
+		commit = pe.invalid.CommitLSN
+	}
+	if p.ex == nil || !p.ex.skips(commit) {
+		return false
+	}
+	p.pending = nil
+	if pe.standalone != 0 {
+		p.track.Commit(pe.standalone)
+	}
+	return true
+}
+
+// enter takes exactly-once's gate for pe's transaction and counts pe, once.
+func (p *pipeline) enter(ctx context.Context, pe *pendingEvent) error {
+	if p.ex == nil || pe.counted {
+		return nil
+	}
+	if err := p.ex.enter(ctx); err != nil {
+		return err
+	}
+	ev := &pe.ev
+	if pe.invalid != nil {
+		ev = &decode.Event{CommitLSN: pe.invalid.CommitLSN, Xid: pe.invalid.Xid}
+	}
+	p.ex.handing(ev)
+	pe.counted = true
+	return nil
 }
 
 // hand hands the pending event over through the pipeline's outlet. Cut
 // short, it keeps the event pending, to be resumed by the next call.
 func (p *pipeline) hand(ctx context.Context) error {
 	pe, out := p.pending, outlet{track: p.track, pub: p.pub, clean: p.clean}
+	if err := p.enter(ctx, pe); err != nil {
+		return err
+	}
 	if err := out.reserve(ctx, pe); err != nil {
 		return err
 	}
@@ -87,6 +134,9 @@ func (p *pipeline) hand(ctx context.Context) error {
 	p.pending = nil
 	if pe.standalone != 0 {
 		p.track.Commit(pe.standalone)
+		if p.ex != nil {
+			p.ex.leave(pe.standalone)
+		}
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/outbox-cdc/outbox-cdc/checkpoint"
 	"github.com/outbox-cdc/outbox-cdc/cleanup"
+	"github.com/outbox-cdc/outbox-cdc/producer"
 	"github.com/outbox-cdc/outbox-cdc/sink"
 )
 
@@ -27,7 +28,8 @@ type publisher struct {
 type acker interface{ Ack(seq checkpoint.Seq) }
 
 // hold, when set, may delay each produce request (see stallGuard).
-func (r *Relay) newPublisher(ctx context.Context, track acker, hold func(context.Context)) (*publisher, error) {
+// txn, when set, makes the writer transactional (exactly-once), x's.
+func (r *Relay) newPublisher(ctx context.Context, track acker, hold func(context.Context), txn *producer.Txn, x *exactly) (*publisher, error) {
 	cfg := r.cfg
 	p := &publisher{failed: make(chan error, 1)}
 	ack := func(seq uint64) { track.Ack(checkpoint.Seq(seq)) }
@@ -48,7 +50,7 @@ func (r *Relay) newPublisher(ctx context.Context, track acker, hold func(context
 		MaxMessageBytes: pc.MaxMessageBytes, CreateTopics: cfg.Topics.Create, TopicSpec: cfg.Defaults.Route.Spec,
 		AutoCreateTopics: cfg.Topics.AutoCreate, MetadataMaxAge: pc.MetadataMaxAge, MissingTopicTimeout: pc.MissingTopicTimeout,
 		DeadLetterTopic: dlq, Envelope: pc.Envelope, ConnectExpandPayload: pc.ConnectExpandPayload, CloudEventsSource: pc.CloudEventsSource, MetadataHeaders: pc.MetadataHeaders,
-		Timestamp: pc.Timestamp, Contracts: r.contract, Registry: r.registry, Security: r.security, Observer: r.metrics, Logger: r.log, Hold: hold,
+		Timestamp: pc.Timestamp, Contracts: r.contract, Registry: r.registry, Security: r.security, Observer: r.metrics, Logger: r.log, Hold: hold, Transaction: transaction(txn, x),
 	}, func(token uint64, reason string, err error) {
 		switch {
 		case err != nil:

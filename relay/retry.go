@@ -12,6 +12,7 @@ import (
 
 	"github.com/outbox-cdc/outbox-cdc/internal/backoff"
 	"github.com/outbox-cdc/outbox-cdc/internal/retry"
+	"github.com/outbox-cdc/outbox-cdc/producer"
 	"github.com/outbox-cdc/outbox-cdc/replication"
 )
 
@@ -49,6 +50,14 @@ func (r *Relay) reconnect(ctx context.Context, start pglogrepl.LSN) error {
 		}
 		if began {
 			attempt, standby = 0, false
+		}
+		if errors.Is(err, producer.ErrFenced) {
+			// Exactly-once: an instance that took the slot took the
+			// transactional id too. This one's producer is dead; it waits
+			// for the slot like any second instance (one line, not two).
+			log.Warn("fenced: another instance took the slot and the transactional id; this one wrote nothing more, and stands by",
+				slog.String("slot", r.target.Slot), slog.Any("err", err))
+			err, standby = replication.ErrSlotActive, true
 		}
 		class := retry.Classify(err)
 		if class == retry.Permanent {

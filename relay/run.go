@@ -47,6 +47,16 @@ func (r *Relay) run(ctx context.Context) error {
 			log.Info("created the dead-letter topic", slog.String("topic", t.DeadLetterTopic), slog.String("spec", cfg.Defaults.Route.Spec.String()))
 		}
 	}
+	if cfg.Delivery.Exactly() {
+		if err := r.ensureCheckpointTopic(ctx); err != nil {
+			return err
+		}
+		log.Info("delivery", slog.String("mode", cfg.Delivery.String()))
+		if r.backfilled() {
+			log.Warn("exactly-once covers what the slot streams: the rows --backfill-where publishes go at least once " +
+				"(a crash during the backfill publishes some again; consumers drop them by the id header)")
+		}
+	}
 	if cfg.Cleanup != cleanup.None {
 		// Before a slot is created: a table that cannot be cleaned is a
 		// setup mistake, reported at once.

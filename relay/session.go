@@ -37,27 +37,59 @@ func (r *Relay) session(ctx context.Context, start pglogrepl.LSN) (bool, error) 
 	guarding.Go(func() { guard.run(guardCtx) })
 	defer guarding.Wait()
 	defer stopGuard()
-	pub, err := r.newPublisher(ctx, track, guard.hold)
-	if err != nil {
-		return false, err
+	var x *exactly // nil in at-least-once
+	var progress replication.Progress = track
+	if cfg.Delivery.Exactly() {
+		x = newExactly(track, cfg.Delivery, start, r.log)
+		progress = x
 	}
 	stream, err := replication.Connect(ctx, replication.StreamConfig{
 		URL: cfg.PostgresURL, Slot: cfg.Slot.Name, Publication: cfg.Slot.Publication, StatusInterval: cfg.Stream.StatusInterval,
 		ConfirmEvery: cfg.Stream.ConfirmInterval, ReceiveTimeout: cfg.Stream.ReceiveTimeout, Logger: r.log,
-	}, track)
+	}, progress)
 	if err != nil {
-		return false, errors.Join(err, pub.close(context.Background()))
+		return false, err
 	}
-	if err := stream.Start(ctx, start); err != nil {
-		return false, errors.Join(err, stream.Close(context.Background()), pub.close(context.Background()))
+	pub, err := r.startStream(ctx, stream, x, start, track, guard.hold)
+	if err != nil {
+		return false, errors.Join(err, stream.Close(context.Background()))
 	}
 
-	r.live.begin(track, stream)
+	r.live.begin(track, stream, x)
 	r.live.writer.Store(pub.writer)
 	defer r.live.writer.Store(nil)
 	defer r.live.end()
-	runErr, lost := r.read(ctx, target, track, pub, stream)
-	return true, r.drain(ctx, track, pub, stream, runErr, lost)
+	runErr, lost := r.read(ctx, target, track, pub, stream, x)
+	return true, r.drain(ctx, track, pub, stream, x, runErr, lost)
+}
+
+// startStream starts streaming the slot from start and returns the
+// session's publisher. In exactly-once (x set), the system is identified
+// before streaming, and the transactional id taken once the slot is held.
+func (r *Relay) startStream(ctx context.Context, stream *replication.Stream, x *exactly, start pglogrepl.LSN,
+	track *checkpoint.Tracker, hold func(context.Context)) (*publisher, error) {
+	var sys replication.System
+	if x != nil {
+		var err error
+		if sys, err = stream.System(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if err := stream.Start(ctx, start); err != nil {
+		return nil, err
+	}
+	if x == nil {
+		return r.newPublisher(ctx, track, hold, nil, nil)
+	}
+	txn, err := r.openExactly(ctx, x, sys, start)
+	if err == nil {
+		var pub *publisher
+		if pub, err = r.newPublisher(ctx, track, hold, txn, x); err == nil {
+			x.flush = pub.writer.Flush
+			return pub, nil
+		}
+	}
+	return nil, errors.Join(err, x.finish(context.Background(), false, true))
 }
 
 // read hands the stream's messages to a pipeline until ctx ends, the
@@ -65,17 +97,23 @@ func (r *Relay) session(ctx context.Context, start pglogrepl.LSN) (bool, error) 
 // says the stream ended of itself: the replication connection is gone (or
 // the server ended it), so nothing more can be confirmed on it, and the
 // slot may be another instance's already.
-func (r *Relay) read(ctx context.Context, target slot.Target, track *checkpoint.Tracker, pub *publisher, stream *replication.Stream) (runErr error, lost bool) {
+func (r *Relay) read(ctx context.Context, target slot.Target, track *checkpoint.Tracker, pub *publisher, stream *replication.Stream, x *exactly) (runErr error, lost bool) {
 	cfg, log := r.cfg, r.log
 	dec := decode.New(target.Tables...)
 	dec.DecodeMessages(cfg.Messages.Prefix)
-	p := &pipeline{dec: dec, track: track, pub: pub.writer, clean: pub.cleaner}
+	p := &pipeline{dec: dec, track: track, pub: pub.writer, clean: pub.cleaner, ex: x}
 	readCtx, stopReading := context.WithCancelCause(ctx)
+	if x != nil {
+		x.start(readCtx, stopReading) // a commit that fails ends reading; drain halts it
+	}
 	watched := make(chan struct{})
 	go func() { // stops reading at the first publish failure; ends with reading
 		defer close(watched)
 		select {
 		case err := <-pub.failed:
+			if x != nil {
+				x.abort(err) // a commit waiting for this event's ack
+			}
 			stopReading(err)
 		case <-readCtx.Done():
 		}
@@ -118,7 +156,7 @@ func (r *Relay) read(ctx context.Context, target slot.Target, track *checkpoint.
 // position is confirmed. Events still unacked are simply not confirmed:
 // they are read again by the next run. It returns runErr, or a failure
 // to close when there was none.
-func (r *Relay) drain(ctx context.Context, track *checkpoint.Tracker, pub *publisher, stream *replication.Stream, runErr error, lost bool) error {
+func (r *Relay) drain(ctx context.Context, track *checkpoint.Tracker, pub *publisher, stream *replication.Stream, x *exactly, runErr error, lost bool) error {
 	cfg, log := r.cfg, r.log
 	// Drain: the writer flushes its batches and waits for their acks (or
 	// failures), bounded by the drain timeout; then the final position is
@@ -142,6 +180,11 @@ func (r *Relay) drain(ctx context.Context, track *checkpoint.Tracker, pub *publi
 	closeErr := pub.close(drainCtx)
 	if events, _ := track.InFlight(); events > 0 && ctx.Err() != nil {
 		log.Warn("drain incomplete; unacknowledged events will be read again on restart", slog.Int("events", events), slog.Any("err", closeErr))
+	}
+	if x != nil {
+		// The last Kafka transaction commits before the final position is
+		// confirmed, unless the session failed or lost its slot.
+		closeErr = errors.Join(closeErr, x.finish(drainCtx, runErr == nil && !lost, closeErr == nil))
 	}
 	closeErr = errors.Join(closeErr, stream.Close(drainCtx))
 	if runErr == nil && ctx.Err() == nil {

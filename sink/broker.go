@@ -145,7 +145,7 @@ func (s *sender) next() (batches []batch, wait time.Duration, stop bool) {
 			return nil, max(nextRetry.Sub(now), time.Millisecond), false
 		}
 		return nil, 0, false
-	case !full && !closing && now.Sub(s.last) < w.cfg.BatchTimeout:
+	case !full && !closing && !w.flushing.Load() && now.Sub(s.last) < w.cfg.BatchTimeout:
 		s.idle, s.pacing = false, true
 		wait = w.cfg.BatchTimeout - now.Sub(s.last)
 		if !nextRetry.IsZero() {
@@ -193,7 +193,7 @@ func (s *sender) send(batches []batch) {
 	var req *rawproduce.Request
 	records := 0
 	if err == nil {
-		if req, records, err = w.produceRequest(batches); err != nil {
+		if req, records, err = w.produceRequest(batches); err != nil && w.refusedInTransaction(err) == nil {
 			err = &Error{Err: err}
 		}
 	}
@@ -248,6 +248,10 @@ func (s *sender) settle(b batch, err error) {
 		b.p.busy, b.p.attempt = false, 0
 		s.handOver(b.p)
 		w.mu.Unlock()
+		return
+	}
+	if terr := w.refusedInTransaction(err); terr != nil {
+		s.failInTransaction(b, terr)
 		return
 	}
 	perr := classify(err)
@@ -347,6 +351,11 @@ func (w *Writer) produce(topic string, id int, msgs []kafka.Message) error {
 		w.mu.Lock()
 		h = w.stamp(p)
 		w.mu.Unlock()
+	} else if w.transactional() {
+		return &transactionError{errDeadLetterOutsideTransaction}
+	}
+	if err := w.enlist([]batch{{p: p}}); err != nil {
+		return err
 	}
 	rs, err := w.encode(h, msgs)
 	if err != nil {
@@ -354,18 +363,28 @@ func (w *Writer) produce(topic string, id int, msgs []kafka.Message) error {
 	}
 	ctx, cancel := context.WithTimeout(w.abandon, produceTimeout+5*time.Second)
 	defer cancel()
-	res, err := w.client.Transport.RoundTrip(ctx, w.client.Addr, &rawproduce.Request{
+	req := &rawproduce.Request{
 		Acks: int16(kafka.RequireAll), Timeout: int32(produceTimeout / time.Millisecond),
 		Topics: []rawproduce.RequestTopic{{Topic: topic, Partitions: []rawproduce.RequestPartition{{Partition: int32(id), RecordSet: rs}}}},
-	})
+	}
+	if w.transactional() {
+		req.TransactionalID = w.cfg.Transaction.TransactionalID()
+	}
+	res, err := w.client.Transport.RoundTrip(ctx, w.client.Addr, req)
 	w.cfg.Observer.Request(1, len(msgs))
 	if err != nil {
 		return err
 	}
 	code, ok := answers(res.(*produceAPI.Response))[tp]
+	var refused error
+	if code != 0 {
+		refused = w.refusedInTransaction(kafka.Error(code))
+	}
 	switch {
 	case !ok:
 		return fmt.Errorf("no answer for %s/%d: %w", topic, id, protocol.ErrNoPartition)
+	case refused != nil:
+		return refused
 	case code != 0 && p != nil && h.ProducerID >= 0 && fenced(kafka.Error(code)):
 		if err := w.refence(p, h, kafka.Error(code)); err != nil {
 			return err

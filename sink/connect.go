@@ -168,3 +168,10 @@ func hint(err error, sec Security) string {
 	}
 	return "is it running, and is --kafka-brokers right?"
 }
+
+// Client returns a kafka-go client of brokers that connects as s says, for
+// requests outside a Writer (exactly-once's transaction coordinator and
+// checkpoint records). Close its transport's idle connections when done.
+func (s Security) Client(brokers []string) *kafka.Client {
+	return &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: produceTimeout, Transport: s.transport()}
+}

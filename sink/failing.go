@@ -141,6 +141,9 @@ func (w *Writer) retry(msg kafka.Message) error {
 		if err == nil {
 			return nil
 		}
+		if terr := w.refusedInTransaction(err); terr != nil {
+			return terr
+		}
 		perr := classify(err)
 		perr.Topic = msg.Topic
 		if !perr.Transient || w.abandon.Err() != nil {

@@ -150,7 +150,7 @@ func (w *Writer) stamp(p *partition) producer.BatchHeader {
 	if p.seq == nil {
 		p.seq = &sequence{session: w.idem.current}
 	}
-	return producer.BatchHeader{ProducerID: p.seq.id, ProducerEpoch: p.seq.epoch, BaseSequence: p.seq.next}
+	return producer.BatchHeader{ProducerID: p.seq.id, ProducerEpoch: p.seq.epoch, BaseSequence: p.seq.next, Transactional: w.transactional()}
 }
 
 // advance moves p's sequence past an acknowledged batch of n records that

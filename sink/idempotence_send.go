@@ -24,7 +24,13 @@ func (w *Writer) produceRequest(batches []batch) (*rawproduce.Request, int, erro
 		batches[i].h = w.stamp(batches[i].p)
 	}
 	w.mu.Unlock()
+	if err := w.enlist(batches); err != nil {
+		return nil, 0, err
+	}
 	req := &rawproduce.Request{Acks: int16(kafka.RequireAll), Timeout: int32(produceTimeout / time.Millisecond)}
+	if w.transactional() {
+		req.TransactionalID = w.cfg.Transaction.TransactionalID()
+	}
 	records := 0
 	for _, b := range batches {
 		rs, err := w.encode(b.h, b.msgs)

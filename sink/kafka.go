@@ -74,6 +74,9 @@ type Config struct {
 	// registering each contract on first use; refused contracts are
 	// dead-lettered (ReasonSchemaRegistryRefused). nil: values unframed.
 	Registry Registry
+	// Transaction, when set, makes the writer a transactional producer
+	// for exactly-once delivery (see Transaction); nil: an idempotent one.
+	Transaction Transaction
 	// Security is how the brokers are reached (TLS, SASL).
 	Security Security
 	// Observer is told each event's fate, for metrics; nil: none.
@@ -143,6 +146,7 @@ type Writer struct {
 	failingSince atomic.Int64 // unix nanoseconds of the first failure since the last success
 	lastFailure  atomic.Pointer[string]
 	closed       atomic.Bool
+	flushing     atomic.Bool // Flush: requests leave without waiting out BatchTimeout
 	deadLetter   atomic.Int64
 }
 
@@ -218,6 +222,9 @@ func NewWriter(cfg Config, done Done) *Writer {
 		rechecks:   map[string]*recheck{},
 	}
 	w.abandon, w.abandoned = context.WithCancel(context.Background())
+	if w.transactional() {
+		w.startTransactional()
+	}
 	return w
 }
 

@@ -129,11 +129,13 @@ func (c *batchCounter) OnFetchBatchRead(kgo.BrokerMetadata, string, int32, kgo.F
 }
 
 // consumer reads topic from the start with franz-go (a client independent
-// of both relays) and reports each record's id header to t, and each record
+// of both relays) at read_committed, as consumers of exactly-once topics
+// must (the same as read_uncommitted for records written outside
+// transactions), and reports each record's id header to t, and each record
 // batch to batches.
 func (b *bench) consumer(ctx context.Context, topics []string, t func() *tracker, batches *batchCounter) (stop func(), err error) {
 	client, err := kgo.NewClient(kgo.SeedBrokers(b.brokers), kgo.ConsumeTopics(topics...), kgo.WithHooks(batches),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,127 @@
+package checkpoint
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
+	produceAPI "github.com/segmentio/kafka-go/protocol/produce"
+	"github.com/segmentio/kafka-go/protocol/rawproduce"
+
+	"github.com/outbox-cdc/outbox-cdc/internal/backoff"
+	"github.com/outbox-cdc/outbox-cdc/producer"
+)
+
+// Txn is the transactional producer a Writer's records belong to:
+// producer.Txn.
+type Txn interface {
+	TransactionalID() string
+	Header(seq int32) producer.BatchHeader
+	Added(topic string, partition int32) bool
+	AddPartitions(ctx context.Context, partitions map[string][]int32) error
+	Refused(err error) error
+}
+
+// Writer writes one slot's checkpoint records into the open transaction
+// of a Txn: one record per Kafka transaction, to the partition of the
+// slot's key. It owns that partition's sequence under the Txn's producer
+// id and epoch (nothing else of the producer writes there), so a Writer
+// lives as long as one InitProducerID.
+type Writer struct {
+	client    *kafka.Client
+	txn       Txn
+	topic     string
+	key       string
+	partition int32
+	seq       int32 // the base sequence of the next record
+}
+
+// NewWriter returns a Writer of key's records to topic, which must exist.
+func NewWriter(ctx context.Context, client *kafka.Client, txn Txn, topic, key string) (*Writer, error) {
+	exists, n, err := describeTopic(ctx, client, topic)
+	if err != nil {
+		return nil, err
+	}
+	if !exists || n == 0 {
+		return nil, fmt.Errorf("checkpoint topic %s does not exist", topic)
+	}
+	return &Writer{client: client, txn: txn, topic: topic, key: key, partition: int32(Partition(key, n))}, nil
+}
+
+// writeTimeout bounds one produce request of a checkpoint record.
+const writeTimeout = 30 * time.Second
+
+// Write adds the checkpoint's partition to the open transaction (once)
+// and writes rec there, acks=all. Transient failures are retried with the
+// same sequence, which the broker writes once, until ctx ends; a refusal
+// of the producer returns the Txn's verdict (producer.TxnError).
+func (w *Writer) Write(ctx context.Context, rec Record) error {
+	value, err := rec.Encode()
+	if err != nil {
+		return err
+	}
+	if !w.txn.Added(w.topic, w.partition) {
+		if err := w.txn.AddPartitions(ctx, map[string][]int32{w.topic: {w.partition}}); err != nil {
+			return fmt.Errorf("add the checkpoint partition to the transaction: %w", err)
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		err := w.produce(ctx, value)
+		if err == nil {
+			w.seq++
+			return nil
+		}
+		var code kafka.Error
+		if errors.As(err, &code) && !code.Temporary() {
+			return fmt.Errorf("write the checkpoint to %s/%d: %w", w.topic, w.partition, w.txn.Refused(code))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("write the checkpoint to %s/%d: %w (last: %w)", w.topic, w.partition, context.Cause(ctx), err)
+		case <-time.After(backoff.Delay(attempt, 50*time.Millisecond, time.Second)):
+		}
+	}
+}
+
+// produce sends value as a batch of one record with the Writer's
+// sequence; a duplicate sequence is the broker holding it already.
+func (w *Writer) produce(ctx context.Context, value []byte) error {
+	buf, err := producer.AppendBatch(make([]byte, 4, 128+len(value)), w.txn.Header(w.seq),
+		[]producer.Record{{Key: []byte(w.key), Value: value}}, 0)
+	if err != nil {
+		return fmt.Errorf("encode the checkpoint: %w", err)
+	}
+	binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
+	rctx, cancel := context.WithTimeout(ctx, writeTimeout+5*time.Second)
+	defer cancel()
+	res, err := w.client.Transport.RoundTrip(rctx, w.client.Addr, &rawproduce.Request{
+		TransactionalID: w.txn.TransactionalID(), Acks: int16(kafka.RequireAll), Timeout: int32(writeTimeout / time.Millisecond),
+		Topics: []rawproduce.RequestTopic{{Topic: w.topic, Partitions: []rawproduce.RequestPartition{{
+			Partition: w.partition, RecordSet: protocol.RawRecordSet{Reader: bytes.NewReader(buf)}}}}},
+	})
+	if err != nil {
+		return err
+	}
+	for _, t := range res.(*produceAPI.Response).Topics {
+		for _, p := range t.Partitions {
+			if t.Topic == w.topic && p.Partition == w.partition {
+				if code := kafka.Error(p.ErrorCode); code != 0 && code != kafka.DuplicateSequenceNumber {
+					return code
+				}
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("no answer for %s/%d: %w", w.topic, w.partition, protocol.ErrNoPartition)
+}
+
+// Topic is the checkpoint topic.
+func (w *Writer) Topic() string { return w.topic }
+
+// Partition is the partition of the Writer's key.
+func (w *Writer) Partition() int32 { return w.partition }

@@ -1,0 +1,312 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/outbox-cdc/outbox-cdc/checkpoint"
+	"github.com/outbox-cdc/outbox-cdc/decode"
+	"github.com/outbox-cdc/outbox-cdc/producer"
+)
+
+// exactly is one session's exactly-once delivery. Its Kafka transactions
+// hold whole Postgres transactions: the receive loop holds the gate from
+// the first event of a Postgres transaction it hands over to that
+// transaction's commit, and a Kafka commit takes the gate between two
+// Postgres transactions. The commit waits for every event handed over to
+// be acknowledged, writes the checkpoint record of the last Postgres
+// transaction into the Kafka transaction, commits it (EndTxn) and begins
+// the next; only then may the slot be confirmed past those events
+// (Confirmed).
+//
+// The window of events in flight frees on each produce acknowledgement,
+// as in at-least-once, so a Postgres transaction larger than the window
+// streams through with memory bounded by the window and still commits as
+// one Kafka transaction: its events stay invisible to read_committed
+// consumers until the commit, which waits for the Postgres commit.
+//
+// Any failure (a publish refused, the producer fenced, a commit without a
+// verdict) ends the session: its Kafka transaction is aborted (or left to
+// the next Init, which aborts it), and the next session starts again from
+// the slot, skipping what the last committed checkpoint says Kafka holds.
+type exactly struct {
+	track    *checkpoint.Tracker
+	log      *slog.Logger
+	interval time.Duration
+	timeout  time.Duration // the transaction timeout, which bounds one commit
+
+	// Set by openExactly, before reading begins.
+	client *kafka.Client
+	txn    *producer.Txn
+	ckpt   *checkpoint.Writer
+	base   checkpoint.Record // the slot, system and instance every record names
+	flush  func(on bool)     // the writer's Flush, set once it exists
+
+	// gate (capacity 1) is held by the receive loop inside a Postgres
+	// transaction it hands events of, and by a Kafka commit.
+	gate chan struct{}
+
+	// Owned by the receive loop.
+	held bool
+	last boundary // the transaction of the last event handed over
+
+	// closed is the last Postgres transaction whose events are all handed
+	// over: written by the receive loop as it releases the gate, read by a
+	// commit holding it.
+	closed boundary
+	// skip: Postgres transactions that committed before it are in Kafka
+	// already (the checkpoint of the session's start). Set before reading.
+	skip pglogrepl.LSN
+
+	uncommitted atomic.Int64  // events handed over since the last Kafka commit
+	committed   atomic.Uint64 // the slot may be confirmed up to here
+
+	// The committer goroutine (run), owned by the session: stop ends it
+	// between two commits, abort cuts a commit short.
+	stop     chan struct{}
+	stopOnce sync.Once
+	abortCtx context.Context
+	abort    context.CancelCauseFunc
+	running  sync.WaitGroup
+}
+
+// boundary is a Postgres transaction, as its checkpoint names it.
+type boundary struct {
+	commit pglogrepl.LSN
+	end    pglogrepl.LSN
+	xid    uint32
+	time   time.Time
+}
+
+// newExactly returns a session's exactly-once delivery, confirming start
+// until a commit; openExactly readies its transaction.
+func newExactly(track *checkpoint.Tracker, d Delivery, start pglogrepl.LSN, log *slog.Logger) *exactly {
+	x := &exactly{track: track, interval: d.TransactionInterval, timeout: d.TransactionTimeout, log: log,
+		gate: make(chan struct{}, 1), stop: make(chan struct{})}
+	x.committed.Store(uint64(start))
+	x.abortCtx, x.abort = context.WithCancelCause(context.Background())
+	return x
+}
+
+// skips reports whether the event of a transaction committed at commit is
+// in Kafka already.
+func (x *exactly) skips(commit pglogrepl.LSN) bool { return commit < x.skip }
+
+// enter takes the gate for the Postgres transaction being handed over,
+// unless the receive loop holds it already.
+func (x *exactly) enter(ctx context.Context) error {
+	if x.held {
+		return nil
+	}
+	select {
+	case x.gate <- struct{}{}:
+		x.held = true
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("wait for the kafka commit: %w", context.Cause(ctx))
+	}
+}
+
+// handing counts an event of the held transaction before it is reserved,
+// so that Confirmed holds the slot back from the moment it may be sent.
+func (x *exactly) handing(ev *decode.Event) {
+	x.uncommitted.Add(1)
+	x.last = boundary{commit: ev.CommitLSN, xid: ev.Xid, time: ev.CommitTime}
+}
+
+// leave releases the gate at the commit (end) of the Postgres transaction
+// whose events the receive loop handed over.
+func (x *exactly) leave(end pglogrepl.LSN) {
+	if !x.held {
+		return
+	}
+	b := x.last
+	b.end = end
+	if b.end <= b.commit {
+		// A non-transactional message ends where it begins; its
+		// checkpoint must name a position past it, so that a restart
+		// skips it.
+		b.end = b.commit + 1
+	}
+	x.closed, x.held = b, false
+	<-x.gate
+}
+
+// Confirmed is the replication stream's position to confirm: the end of
+// the last Postgres transaction a Kafka commit holds or, while no event
+// waits for a commit, the tracker's (which moves past transactions without
+// events, and to an idle server's WAL end). Called on the receive loop,
+// which alone adds to uncommitted.
+func (x *exactly) Confirmed() pglogrepl.LSN {
+	c := pglogrepl.LSN(x.committed.Load())
+	if x.uncommitted.Load() == 0 && !x.held {
+		if t := x.track.Confirmed(); t > c {
+			x.raise(t)
+			c = t
+		}
+	}
+	return c
+}
+
+// ConfirmIdle lets the tracker confirm an idle server's WAL end.
+func (x *exactly) ConfirmIdle(serverWALEnd pglogrepl.LSN) pglogrepl.LSN {
+	x.track.ConfirmIdle(serverWALEnd)
+	return x.Confirmed()
+}
+
+// raise moves committed forward to lsn.
+func (x *exactly) raise(lsn pglogrepl.LSN) {
+	for {
+		old := x.committed.Load()
+		if uint64(lsn) <= old || x.committed.CompareAndSwap(old, uint64(lsn)) {
+			return
+		}
+	}
+}
+
+// run commits every interval while events wait for a commit, until stop
+// is called or a commit fails (returned). ctx ends waiting for the gate.
+func (x *exactly) run(ctx context.Context) error {
+	tick := time.NewTicker(x.interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-x.stop:
+			return nil
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		if x.uncommitted.Load() == 0 {
+			continue
+		}
+		select {
+		case x.gate <- struct{}{}:
+		case <-x.stop:
+			return nil
+		case <-ctx.Done():
+			return nil
+		}
+		err := x.commit()
+		<-x.gate
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// commit commits the open Kafka transaction with the checkpoint of the
+// last Postgres transaction handed over, and begins the next. The caller
+// holds the gate. It ends early only through abort (a publish failed, so
+// some event will never be acknowledged) or the transaction timeout.
+func (x *exactly) commit() error {
+	n := x.uncommitted.Load()
+	if n == 0 {
+		return nil
+	}
+	b := x.closed
+	ctx, cancel := context.WithTimeout(x.abortCtx, x.timeout)
+	defer cancel()
+	if x.flush != nil {
+		x.flush(true)
+		defer x.flush(false)
+	}
+	if err := x.track.WaitAcked(ctx); err != nil {
+		return err
+	}
+	rec := x.base
+	rec.CommitLSN, rec.EndLSN, rec.Xid, rec.CommitTime = b.commit, b.end, b.xid, b.time
+	if err := x.ckpt.Write(ctx, rec); err != nil {
+		return err
+	}
+	if err := x.txn.Commit(ctx); err != nil {
+		return fmt.Errorf("commit the kafka transaction through %s: %w", b.end, err)
+	}
+	x.raise(b.end)
+	x.uncommitted.Add(-n)
+	x.log.Debug("kafka transaction committed", slog.Int64("events", n), slog.String("through", b.end.String()))
+	if err := x.txn.Begin(); err != nil {
+		return fmt.Errorf("begin a kafka transaction: %w", err)
+	}
+	return nil
+}
+
+// start runs the committer; failed receives its error.
+func (x *exactly) start(ctx context.Context, failed func(error)) {
+	x.running.Go(func() {
+		if err := x.run(ctx); err != nil {
+			failed(err)
+		}
+	})
+}
+
+// halt stops the committer, letting a commit under way finish, and
+// returns once it has.
+func (x *exactly) halt() {
+	x.stopOnce.Do(func() { close(x.stop) })
+	x.running.Wait()
+}
+
+// finish ends the session's Kafka transaction once reading stopped and the
+// writer closed: committed when every event handed over is acknowledged
+// and no Postgres transaction is half handed over, aborted otherwise (its
+// Postgres transactions are read again by the next session). drained says
+// the writer had every request answered: otherwise a produce request it
+// gave up on may still reach a broker after an abort marker, and with the
+// same epoch open a transaction there that the coordinator does not know
+// of (a hanging transaction, which a later commit to that partition would
+// commit). Then the transaction is left to the next session's
+// InitProducerID, which aborts it with a bumped epoch that fences such
+// requests, or to the coordinator's timeout.
+//
+// A commit under way when the session ends is cut short when commit is
+// false (its events may never be acknowledged: the writer abandoned them)
+// or once ctx ends (the drain timeout); otherwise it finishes first.
+func (x *exactly) finish(ctx context.Context, commit, drained bool) error {
+	if !commit {
+		x.abort(errors.New("the session ended without a commit"))
+	}
+	stop := context.AfterFunc(ctx, func() { x.abort(context.Cause(ctx)) })
+	defer stop()
+	x.halt()
+	if x.client != nil {
+		defer closeIdle(x.client)
+	}
+	if x.txn == nil {
+		return nil // the session ended before its transaction was ready
+	}
+	if commit && drained && !x.held && x.uncommitted.Load() > 0 {
+		select {
+		case x.gate <- struct{}{}:
+		default:
+			return errors.New("exactly-once: the commit gate is held at the end of the session")
+		}
+		err := x.commit()
+		<-x.gate
+		if err == nil {
+			return nil
+		}
+		x.log.Warn("the last kafka transaction did not commit: its events are read again by the next session", slog.Any("err", err))
+	}
+	if x.uncommitted.Load() == 0 {
+		return nil
+	}
+	if !drained {
+		x.log.Info("leaving the open kafka transaction to the next session, whose InitProducerID aborts it and fences what is still in flight")
+		return nil
+	}
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := x.txn.Abort(actx); err != nil {
+		return fmt.Errorf("abort the kafka transaction: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,122 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/outbox-cdc/outbox-cdc/checkpoint"
+	"github.com/outbox-cdc/outbox-cdc/producer"
+	"github.com/outbox-cdc/outbox-cdc/replication"
+	"github.com/outbox-cdc/outbox-cdc/sink"
+)
+
+// checkpointReadTimeout bounds reading the last checkpoint at a session's
+// start (the previous holder is fenced by then, so nothing holds it open).
+const checkpointReadTimeout = 30 * time.Second
+
+// ensureCheckpointTopic creates the checkpoint topic of exactly-once, or
+// checks that it is compacted, before the first session.
+func (r *Relay) ensureCheckpointTopic(ctx context.Context) error {
+	d := r.cfg.Delivery
+	client := r.security.Client(r.cfg.Kafka.Brokers)
+	defer closeIdle(client)
+	created, err := checkpoint.EnsureTopic(ctx, client, d.CheckpointTopic, d.CheckpointReplicationFactor)
+	if err != nil {
+		return fmt.Errorf("checkpoint topic %s: %w", d.CheckpointTopic, err)
+	}
+	if created {
+		r.log.Info("created the checkpoint topic", slog.String("topic", d.CheckpointTopic))
+	}
+	return nil
+}
+
+// openExactly takes the transactional id once the session holds the slot
+// (fencing whoever held it before: taking it earlier would fence the
+// instance streaming the slot), reads the last committed checkpoint, and
+// decides with the slot's position (start) what the session skips. It
+// returns the transaction, begun, for the session's writer.
+func (r *Relay) openExactly(ctx context.Context, x *exactly, sys replication.System, start pglogrepl.LSN) (*producer.Txn, error) {
+	d := r.cfg.Delivery
+	client := r.security.Client(r.cfg.Kafka.Brokers)
+	x.client = client // its connections are closed with x
+	txn, err := producer.NewTxn(producer.TxnConfig{Addr: client.Addr, Transport: client.Transport,
+		TransactionalID: d.transactionalID(r.cfg.PostgresURL, r.cfg.Slot.Name), Timeout: d.TransactionTimeout, Logger: r.log})
+	if err != nil {
+		return nil, err
+	}
+	if err := txn.Init(ctx); err != nil {
+		return nil, fmt.Errorf("exactly-once: take the transactional id %s: %w", txn.TransactionalID(), err)
+	}
+	key := checkpoint.Key(sys.ID, r.cfg.Slot.Name)
+	rctx, cancel := context.WithTimeout(ctx, checkpointReadTimeout)
+	rec, found, err := checkpoint.ReadLast(rctx, client, d.CheckpointTopic, key)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("exactly-once: read the last checkpoint from %s: %w", d.CheckpointTopic, err)
+	}
+	decision := checkpoint.Resume(start, checkpoint.System{ID: sys.ID, Timeline: sys.Timeline}, rec, found)
+	if decision.Warn {
+		r.log.Warn(decision.Reason, slog.String("slot", r.cfg.Slot.Name))
+	} else {
+		r.log.Info(decision.Reason, slog.String("slot", r.cfg.Slot.Name))
+	}
+	if decision.Start > start {
+		x.skip = decision.Start
+		x.raise(decision.Start)
+	}
+	if x.ckpt, err = checkpoint.NewWriter(ctx, client, txn, d.CheckpointTopic, key); err != nil {
+		return nil, fmt.Errorf("exactly-once: %w", err)
+	}
+	host, _ := os.Hostname()
+	x.txn, x.client = txn, client
+	x.base = checkpoint.Record{Slot: r.cfg.Slot.Name, Database: sys.Database, SystemID: sys.ID, Timeline: sys.Timeline,
+		Host: host, PID: os.Getpid()}
+	if err := txn.Begin(); err != nil {
+		return nil, err
+	}
+	id, epoch := txn.Producer()
+	r.log.Info("exactly-once: transactional producer ready", slog.String("transactional_id", txn.TransactionalID()),
+		slog.Int64("producer_id", id), slog.Int("epoch", int(epoch)))
+	return txn, nil
+}
+
+// transaction is txn as the writer's, or none (at-least-once).
+func transaction(txn *producer.Txn, x *exactly) sink.Transaction {
+	if txn == nil {
+		return nil
+	}
+	return withCheckpoint{Txn: txn, topic: x.ckpt.Topic(), partition: x.ckpt.Partition()}
+}
+
+// withCheckpoint is the writer's transaction: each transaction's first
+// AddPartitions also adds the checkpoint's partition, so that the commit,
+// during which nothing else is published, saves the round trips of adding
+// it then.
+type withCheckpoint struct {
+	*producer.Txn
+	topic     string
+	partition int32
+}
+
+func (w withCheckpoint) AddPartitions(ctx context.Context, partitions map[string][]int32) error {
+	if !w.Added(w.topic, w.partition) && !slices.Contains(partitions[w.topic], w.partition) {
+		partitions = maps.Clone(partitions)
+		partitions[w.topic] = append(slices.Clone(partitions[w.topic]), w.partition)
+	}
+	return w.Txn.AddPartitions(ctx, partitions)
+}
+
+// closeIdle closes client's idle broker connections.
+func closeIdle(client *kafka.Client) {
+	if t, ok := client.Transport.(*kafka.Transport); ok {
+		t.CloseIdleConnections()
+	}
+}

@@ -1,0 +1,138 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/outbox-cdc/outbox-cdc/producer"
+)
+
+// Transaction is the transactional producer a writer's batches belong to,
+// for exactly-once delivery: producer.Txn, initialised (its producer id
+// and epoch are the writer's for its whole life) and with a transaction
+// begun. The caller commits and begins transactions between the writer's
+// batches: it waits for every event it handed over to be acknowledged
+// before it commits, and hands over nothing more until it began the next.
+//
+// A transactional writer sends every batch with the producer id, epoch
+// and transactional bit, adds each partition to the open transaction
+// before its first batch, and never renews its producer id: a batch the
+// broker refuses for its producer (fenced, its sequence lost) fails with
+// the Transaction's verdict, as does a partition the coordinator would not
+// add. Those events, and what is queued behind them in their partition,
+// fail; the caller abandons the transaction and starts again from its
+// checkpoint. Transient failures (a leader moved, too few in-sync
+// replicas, no answer) are retried with the same sequence, which the
+// broker writes once.
+type Transaction interface {
+	TransactionalID() string
+	Producer() (id int64, epoch int16)
+	Added(topic string, partition int32) bool
+	AddPartitions(ctx context.Context, partitions map[string][]int32) error
+	Refused(err error) error
+}
+
+// transactional reports whether the writer is.
+func (w *Writer) transactional() bool { return w.cfg.Transaction != nil }
+
+// startTransactional sets the writer's producer session to the
+// Transaction's: its partitions' sequences start at 0 under it.
+func (w *Writer) startTransactional() {
+	id, epoch := w.cfg.Transaction.Producer()
+	w.idem.asked, w.idem.current = true, session{id: id, epoch: epoch}
+}
+
+// enlist adds the partitions of batches that the open transaction lacks.
+func (w *Writer) enlist(batches []batch) error {
+	if !w.transactional() {
+		return nil
+	}
+	var missing map[string][]int32
+	for _, b := range batches {
+		topic, id := b.p.tp.topic, int32(b.p.tp.id)
+		if w.cfg.Transaction.Added(topic, id) || slices.Contains(missing[topic], id) {
+			continue
+		}
+		if missing == nil {
+			missing = map[string][]int32{}
+		}
+		missing[topic] = append(missing[topic], id)
+	}
+	if missing == nil {
+		return nil
+	}
+	if err := w.cfg.Transaction.AddPartitions(w.abandon, missing); err != nil {
+		return &transactionError{fmt.Errorf("add partitions to the transaction: %w", err)}
+	}
+	return nil
+}
+
+// transactionError is a failure the transaction, not the batch, answers
+// for: the batch is failed as it is, never retried nor salvaged.
+type transactionError struct{ err error }
+
+func (e *transactionError) Error() string { return e.err.Error() }
+func (e *transactionError) Unwrap() error { return e.err }
+
+// refusedInTransaction returns the Transaction's verdict on err when the
+// writer is transactional and err ends the transaction: a refusal of the
+// producer, or a transaction error already. Otherwise nil.
+func (w *Writer) refusedInTransaction(err error) error {
+	if !w.transactional() || err == nil {
+		return nil
+	}
+	var te *transactionError
+	if errors.As(err, &te) {
+		return te
+	}
+	var txnErr *producer.TxnError
+	if errors.As(err, &txnErr) {
+		return &transactionError{err}
+	}
+	if fenced(err) || errors.Is(err, kafka.ProducerFenced) || errors.Is(err, kafka.InvalidTransactionState) ||
+		errors.Is(err, kafka.TransactionalIDAuthorizationFailed) || errors.Is(err, kafka.TransactionCoordinatorFenced) {
+		return &transactionError{fmt.Errorf("produce in the transaction: %w", w.cfg.Transaction.Refused(err))}
+	}
+	return nil
+}
+
+// failInTransaction reports b's events failed with err and stops b's
+// partition: nothing more is sent in a transaction that cannot commit.
+func (s *sender) failInTransaction(b batch, err error) {
+	w := s.w
+	for i := range b.msgs {
+		m := b.msgs[i].WriterData.(meta)
+		w.done(m.token, m.reason, err)
+	}
+	w.mu.Lock()
+	b.p.busy = false
+	if b.p.stopped == nil {
+		b.p.stopped = err
+	}
+	s.handOver(b.p)
+	w.mu.Unlock()
+	w.produceFailed(err, "produce %d messages to %s/%d in a transaction: %v", len(b.msgs), b.p.tp.topic, b.p.tp.id, err)
+}
+
+// errDeadLetterOutsideTransaction is a dead letter that a salvage would
+// have to send outside its transaction.
+var errDeadLetterOutsideTransaction = errors.New("exactly-once: Kafka refused the event for what it is, and its dead letter cannot join the transaction from here; lower --max-message-bytes to the topics' max.message.bytes so that such events are dead-lettered before they are sent")
+
+// Flush, while on, sends what is queued at once instead of pacing requests
+// BatchTimeout apart: a Kafka commit waiting for the last acknowledgements
+// holds back every event behind it, so the last batches should not wait.
+func (w *Writer) Flush(on bool) {
+	w.flushing.Store(on)
+	if !on {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, s := range w.senders {
+		s.signal()
+	}
+}
