@@ -10,7 +10,7 @@ PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 IMAGE_PLATFORMS ?= linux/amd64 linux/arm64
 RELEASE := VERSION=$(VERSION) COMMIT=$(COMMIT) PLATFORMS="$(PLATFORMS)" IMAGE_PLATFORMS="$(IMAGE_PLATFORMS)" scripts/release.sh
 
-.PHONY: build dist image image-context release setup setup-tests demo test test-cluster test-faults test-matrix test-analytics test-engine test-short bench bench-analytics bench-compare bench-messages fuzz clean
+.PHONY: build dist image image-context release setup setup-tests demo test test-exactly test-cluster test-faults test-matrix test-analytics test-engine test-short bench bench-analytics bench-compare bench-messages fuzz clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/outbox-cdc ./cmd/outbox-cdc
@@ -51,6 +51,13 @@ demo: setup
 # Every test, on PostgreSQL $(PG_VERSION) (default 15) and one Kafka broker.
 test: setup-tests
 	$(GO) test -race -count=1 -timeout 15m ./...
+
+# The integration suite again with --delivery exactly-once: each test's
+# relay writes Kafka transactions and the tests read at read_committed
+# (internal/testkit: OUTBOX_TEST_DELIVERY). About 9 minutes; not in
+# .ci/run, which runs exactly-once's own tests in test-faults.
+test-exactly: setup-tests
+	OUTBOX_TEST_DELIVERY=exactly-once $(GO) test -race -count=1 -timeout 15m ./test/integration/
 
 # outbox-cdc against a three-broker Kafka cluster under broker faults (about
 # 3 minutes; .ci/run runs it after make test).
@@ -112,10 +119,15 @@ ANALYTICS_VARIANTS := outbox-cdc,outbox-cdc+--contracts=$(CURDIR)/contract/testd
 bench-analytics:
 	$(GO) run ./cmd/outbox-bench -compare -contenders "$(ANALYTICS_VARIANTS)" -loads 5000x1 -runs 3 -phase 20s -backlog 100000 -ceiling=false -out bench-results/analytics
 
-# outbox-cdc beside Debezium (resolved by scripts/debezium.sh) on one Postgres
-# and broker, 3 rounds in alternating order (about 25 minutes; CI does not run it).
+# outbox-cdc at least once and exactly once beside Debezium on Kafka Connect
+# standalone and exactly once on Connect distributed (resolved by
+# scripts/debezium.sh), on one Postgres and broker, 3 rounds in rotated order;
+# each round also kills each relay with SIGKILL under load and counts what a
+# read_committed consumer reads twice or never (-kill-dups). About an hour;
+# CI does not run it.
+COMPARE_CONTENDERS := outbox-cdc,outbox-cdc+--delivery=exactly-once+name:exactly-once,debezium,debezium-eos
 bench-compare:
-	$(GO) run ./cmd/outbox-bench -compare
+	$(GO) run ./cmd/outbox-bench -compare -contenders "$(COMPARE_CONTENDERS)" -loads 1000x1,3000x1,5000x1 -runs 3 -backlog 100000
 
 # Events as outbox rows against events as logical decoding messages: the
 # writer's commits/s and WAL per event, and a backlog drained (about 3 minutes).

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol"
 
@@ -93,7 +94,8 @@ func checkExactly(ctx context.Context, cfg relay.Config, sec sink.Security) []ch
 	if err != nil {
 		return []checklist.Item{{Name: "exactly-once", Status: checklist.Skip, Detail: "not checked: kafka cannot be reached"}}
 	}
-	f := readTxnFacts(ctx, client, md, cfg.Delivery.CheckpointTopic, cfg.TransactionalID())
+	id := cfg.TransactionalID(systemID(ctx, cfg.PostgresURL))
+	f := readTxnFacts(ctx, client, md, cfg.Delivery.CheckpointTopic, id)
 	f.bootstrap = cfg.Kafka.Brokers[0]
 	d := cfg.Delivery
 	return []checklist.Item{
@@ -101,7 +103,7 @@ func checkExactly(ctx context.Context, cfg relay.Config, sec sink.Security) []ch
 		judgeStateLog(f),
 		judgeTimeout(f, d.TransactionTimeout),
 		judgeCheckpointTopic(f, d.CheckpointTopic, d.CheckpointReplicationFactor),
-		judgeACLs(f, cfg.TransactionalID(), principal(cfg), d.CheckpointTopic),
+		judgeACLs(f, id, principal(cfg), d.CheckpointTopic),
 	}
 }
 
@@ -316,4 +318,21 @@ func judgeACLs(f txnFacts, id, principal, ckptTopic string) checklist.Item {
 	}
 	return checklist.Item{Name: name, Status: checklist.OK,
 		Detail: fmt.Sprintf("%s may write TransactionalId %s (WRITE implies DESCRIBE); it also needs READ and WRITE on topic %s%s", principal, id, ckptTopic, idem)}
+}
+
+// systemID is the Postgres cluster's system identifier, which the default
+// transactional id names; empty when it cannot be read (pg_control_system
+// needs pg_monitor or superuser on some versions), and the check then shows
+// the id's pattern.
+func systemID(ctx context.Context, url string) string {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return ""
+	}
+	defer conn.Close(context.Background())
+	var id string
+	if err := conn.QueryRow(ctx, "SELECT system_identifier::text FROM pg_control_system()").Scan(&id); err != nil {
+		return ""
+	}
+	return id
 }

@@ -20,7 +20,7 @@ import (
 )
 
 // txnID is the default transactional id of exactlyConfig's database and slot.
-const txnID = "outbox-cdc.app.outbox_cdc"
+const txnID = "outbox-cdc.<system identifier>.outbox_cdc" // the default id's pattern: no Postgres answers here
 
 // exactlyConfig is an exactly-once configuration for brokers, with change
 // applied.

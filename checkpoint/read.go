@@ -23,7 +23,7 @@ import (
 // transactions out of a response cut short by that bound (real brokers
 // list them either way).
 const (
-	fetchMaxBytes         = 1 << 20
+	fetchMaxBytes         = 64 << 10
 	fetchResponseMaxBytes = 50 << 20
 )
 

@@ -160,8 +160,9 @@ func (r Record) validate() error {
 		return fmt.Errorf("timeline %d: timelines start at 1", r.Timeline)
 	case r.EndLSN == 0:
 		return fmt.Errorf("no end LSN")
-	case r.CommitLSN >= r.EndLSN:
-		return fmt.Errorf("commit LSN %s is not before end LSN %s", r.CommitLSN, r.EndLSN)
+	case r.CommitLSN > r.EndLSN:
+		// Equal for a non-transactional message, reported at its end.
+		return fmt.Errorf("commit LSN %s is past end LSN %s", r.CommitLSN, r.EndLSN)
 	}
 	return nil
 }

@@ -32,7 +32,7 @@ func TestEncode(t *testing.T) {
 		{"no slot", func(r *Record) { r.Slot = "" }, "", true},
 		{"timeline 0", func(r *Record) { r.Timeline = 0 }, "", true},
 		{"no end", func(r *Record) { r.CommitLSN, r.EndLSN = 0, 0 }, "", true},
-		{"end before commit", func(r *Record) { r.EndLSN = r.CommitLSN }, "", true},
+		{"end before commit", func(r *Record) { r.EndLSN = r.CommitLSN - 1 }, "", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"regexp"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Delivery is what a consumer of the topics may rely on (--delivery and
@@ -16,7 +14,7 @@ type Delivery struct {
 	// TransactionalID names the Kafka producer of exactly-once across
 	// restarts (--transactional-id). Every instance of one slot must share
 	// it: the instance that takes the slot fences the one before it. Empty:
-	// outbox-cdc.<database>.<slot>.
+	// outbox-cdc.<system identifier>.<slot> (Config.TransactionalID).
 	TransactionalID string
 	// CheckpointTopic is the compacted topic each Kafka transaction also
 	// writes the last Postgres transaction it holds to (--checkpoint-topic);
@@ -28,7 +26,7 @@ type Delivery struct {
 	// TransactionInterval is how long a Kafka transaction gathers whole
 	// Postgres transactions before it commits (--transaction-interval); a
 	// Postgres transaction longer than that keeps it open until its commit.
-	// Default 100ms.
+	// Default 25ms (measured, see the flag's help).
 	TransactionInterval time.Duration
 	// TransactionTimeout is the coordinator's transaction.timeout.ms
 	// (--transaction-timeout): a Kafka transaction open longer is aborted
@@ -57,29 +55,28 @@ const DefaultCheckpointTopic = "outbox_cdc.checkpoints"
 
 func defaultDelivery() Delivery {
 	return Delivery{Mode: AtLeastOnce, CheckpointTopic: DefaultCheckpointTopic,
-		TransactionInterval: 100 * time.Millisecond, TransactionTimeout: time.Minute}
+		TransactionInterval: 25 * time.Millisecond, TransactionTimeout: time.Minute}
 }
 
 // Exactly reports whether d is exactly-once.
 func (d Delivery) Exactly() bool { return d.Mode == ExactlyOnce }
 
-// transactionalID is d's TransactionalID, or its default for the database
-// of postgresURL and slot.
-func (d Delivery) transactionalID(postgresURL, slot string) string {
-	if d.TransactionalID != "" {
-		return d.TransactionalID
+// TransactionalID is the transactional id exactly-once takes with c on the
+// Postgres cluster of systemID (its system identifier, which a physical
+// standby shares, so that a failover keeps the id): --transactional-id,
+// or outbox-cdc.<system identifier>.<slot>. A slot name is unique within
+// one cluster only; the system identifier keeps two clusters (staging and
+// production, two shards) that share a Kafka cluster and a slot name from
+// fencing each other. `check` looks up its ACLs; an empty systemID gives
+// the pattern.
+func (c Config) TransactionalID(systemID string) string {
+	if c.Delivery.TransactionalID != "" {
+		return c.Delivery.TransactionalID
 	}
-	db := "postgres"
-	if pc, err := pgconn.ParseConfig(postgresURL); err == nil && pc.Database != "" {
-		db = pc.Database
+	if systemID == "" {
+		systemID = "<system identifier>"
 	}
-	return "outbox-cdc." + db + "." + slot
-}
-
-// TransactionalID is the transactional id exactly-once takes with c:
-// --transactional-id, or its default. `check` looks up its ACLs.
-func (c Config) TransactionalID() string {
-	return c.Delivery.transactionalID(c.PostgresURL, c.Slot.Name)
+	return "outbox-cdc." + systemID + "." + c.Slot.Name
 }
 
 // kafkaName is what Kafka accepts as a topic name.
@@ -118,4 +115,24 @@ func (d Delivery) String() string {
 		return string(d.Mode)
 	}
 	return fmt.Sprintf("%s (checkpoints in %s, transactions every %s)", d.Mode, d.CheckpointTopic, d.TransactionInterval)
+}
+
+// validateCheckpointTopic refuses a checkpoint topic that events would be
+// written to as well: the dead-letter topic, or a topic template without
+// placeholders. Its partition's sequence would then be written by two
+// owners under one producer id, and the compacted topic would drop events.
+func (c Config) validateCheckpointTopic() error {
+	if !c.Delivery.Exactly() {
+		return nil
+	}
+	name := c.Delivery.CheckpointTopic
+	if c.Topics.OnInvalid == OnInvalidDLQ && name == c.Topics.DeadLetterTopic {
+		return bad("checkpoint-topic", "--checkpoint-topic %s is also --dlq-topic: give the checkpoints a topic of their own", name)
+	}
+	for _, t := range append([]Table{c.Defaults}, c.Tables...) {
+		if t.Route.Topic == name {
+			return bad("checkpoint-topic", "--checkpoint-topic %s is also --topic: give the checkpoints a topic of their own", name)
+		}
+	}
+	return nil
 }

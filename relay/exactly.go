@@ -66,8 +66,14 @@ type exactly struct {
 	// already (the checkpoint of the session's start). Set before reading.
 	skip pglogrepl.LSN
 
-	uncommitted atomic.Int64  // events handed over since the last Kafka commit
-	committed   atomic.Uint64 // the slot may be confirmed up to here
+	uncommitted atomic.Int64 // events handed over since the last Kafka commit
+	// unsure is set when a commit failed after it began writing the
+	// checkpoint record: that record's produce request, or EndTxn, may
+	// still be on its way, so finish leaves the transaction to the next
+	// InitProducerID rather than abort it with the same epoch. Written
+	// under the gate; read by finish once the committer stopped.
+	unsure    bool
+	committed atomic.Uint64 // the slot may be confirmed up to here
 
 	// The committer goroutine (run), owned by the session: stop ends it
 	// between two commits, abort cuts a commit short.
@@ -96,9 +102,18 @@ func newExactly(track *checkpoint.Tracker, d Delivery, start pglogrepl.LSN, log 
 	return x
 }
 
-// skips reports whether the event of a transaction committed at commit is
-// in Kafka already.
-func (x *exactly) skips(commit pglogrepl.LSN) bool { return commit < x.skip }
+// skips reports whether an event is in Kafka already: one of a
+// transaction whose commit record starts at commit, or (standalone) a
+// non-transactional message reported at commit, the end of its record.
+// Postgres skips by the start of a record: a checkpoint ending at E holds a
+// transaction whose commit starts before E, or a message whose record
+// ends at E, while the next transaction's commit may start at E.
+func (x *exactly) skips(commit pglogrepl.LSN, standalone bool) bool {
+	if standalone {
+		return commit <= x.skip
+	}
+	return commit < x.skip
+}
 
 // enter takes the gate for the Postgres transaction being handed over,
 // unless the receive loop holds it already.
@@ -129,13 +144,7 @@ func (x *exactly) leave(end pglogrepl.LSN) {
 		return
 	}
 	b := x.last
-	b.end = end
-	if b.end <= b.commit {
-		// A non-transactional message ends where it begins; its
-		// checkpoint must name a position past it, so that a restart
-		// skips it.
-		b.end = b.commit + 1
-	}
+	b.end = end // a non-transactional message's: its own LSN, the end of its record
 	x.closed, x.held = b, false
 	<-x.gate
 }
@@ -224,12 +233,14 @@ func (x *exactly) commit() error {
 	}
 	rec := x.base
 	rec.CommitLSN, rec.EndLSN, rec.Xid, rec.CommitTime = b.commit, b.end, b.xid, b.time
+	x.unsure = true
 	if err := x.ckpt.Write(ctx, rec); err != nil {
 		return err
 	}
 	if err := x.txn.Commit(ctx); err != nil {
 		return fmt.Errorf("commit the kafka transaction through %s: %w", b.end, err)
 	}
+	x.unsure = false
 	x.raise(b.end)
 	x.uncommitted.Add(-n)
 	x.log.Debug("kafka transaction committed", slog.Int64("events", n), slog.String("through", b.end.String()))
@@ -283,7 +294,7 @@ func (x *exactly) finish(ctx context.Context, commit, drained bool) error {
 	if x.txn == nil {
 		return nil // the session ended before its transaction was ready
 	}
-	if commit && drained && !x.held && x.uncommitted.Load() > 0 {
+	if commit && drained && !x.held && !x.unsure && x.uncommitted.Load() > 0 {
 		select {
 		case x.gate <- struct{}{}:
 		default:
@@ -299,7 +310,7 @@ func (x *exactly) finish(ctx context.Context, commit, drained bool) error {
 	if x.uncommitted.Load() == 0 {
 		return nil
 	}
-	if !drained {
+	if !drained || x.unsure {
 		x.log.Info("leaving the open kafka transaction to the next session, whose InitProducerID aborts it and fences what is still in flight")
 		return nil
 	}

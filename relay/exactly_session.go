@@ -18,9 +18,14 @@ import (
 	"github.com/outbox-cdc/outbox-cdc/sink"
 )
 
-// checkpointReadTimeout bounds reading the last checkpoint at a session's
-// start (the previous holder is fenced by then, so nothing holds it open).
-const checkpointReadTimeout = 30 * time.Second
+// openTimeout bounds taking the transactional id, and reading the last
+// checkpoint, at a session's start. Meanwhile the session holds the slot
+// without reading it: well below wal_sender_timeout (60 s by default), so
+// that a session that cannot open gives the slot back (to another
+// instance, say) before Postgres ends it, rather than taking the id after
+// another took the slot, and fencing it. A failure is retried by a new
+// session.
+const openTimeout = 20 * time.Second
 
 // ensureCheckpointTopic creates the checkpoint topic of exactly-once, or
 // checks that it is compacted, before the first session.
@@ -48,19 +53,26 @@ func (r *Relay) openExactly(ctx context.Context, x *exactly, sys replication.Sys
 	client := r.security.Client(r.cfg.Kafka.Brokers)
 	x.client = client // its connections are closed with x
 	txn, err := producer.NewTxn(producer.TxnConfig{Addr: client.Addr, Transport: client.Transport,
-		TransactionalID: d.transactionalID(r.cfg.PostgresURL, r.cfg.Slot.Name), Timeout: d.TransactionTimeout, Logger: r.log})
+		TransactionalID: r.cfg.TransactionalID(sys.ID), Timeout: d.TransactionTimeout, Logger: r.log})
 	if err != nil {
 		return nil, err
 	}
-	if err := txn.Init(ctx); err != nil {
+	octx, cancel := context.WithTimeout(ctx, openTimeout)
+	defer cancel()
+	if err := txn.Init(octx); err != nil {
 		return nil, fmt.Errorf("exactly-once: take the transactional id %s: %w", txn.TransactionalID(), err)
 	}
 	key := checkpoint.Key(sys.ID, r.cfg.Slot.Name)
-	rctx, cancel := context.WithTimeout(ctx, checkpointReadTimeout)
-	rec, found, err := checkpoint.ReadLast(rctx, client, d.CheckpointTopic, key)
-	cancel()
+	rec, found, err := checkpoint.ReadLast(octx, client, d.CheckpointTopic, key)
 	if err != nil {
-		return nil, fmt.Errorf("exactly-once: read the last checkpoint from %s: %w", d.CheckpointTopic, err)
+		return nil, fmt.Errorf("exactly-once: read the last checkpoint from %s (another slot's transaction left open there holds the read "+
+			"until the broker aborts it, within its transaction timeout): %w", d.CheckpointTopic, err)
+	}
+	if found && rec.SystemID == sys.ID && rec.Timeline == sys.Timeline && rec.EndLSN > sys.WALEnd {
+		return nil, stopError(fmt.Sprintf("exactly-once: the checkpoint of slot %s ends at %s, past the server's WAL end %s "+
+			"on the same system and timeline: the database went back in time (restored from a snapshot or backup) and "+
+			"the checkpoint names transactions it no longer has. Starting there would skip new ones. Reset the slot's checkpoint "+
+			"with a tombstone under its key %q in %s (docs/exactly-once.md#operations)", r.cfg.Slot.Name, rec.EndLSN, sys.WALEnd, key, d.CheckpointTopic))
 	}
 	decision := checkpoint.Resume(start, checkpoint.System{ID: sys.ID, Timeline: sys.Timeline}, rec, found)
 	if decision.Warn {
@@ -120,3 +132,12 @@ func closeIdle(client *kafka.Client) {
 		t.CloseIdleConnections()
 	}
 }
+
+// stopError is a failure that no new session mends: the relay stops and
+// says why (Retriable false).
+type stopError string
+
+func (e stopError) Error() string { return string(e) }
+
+// Retriable is false.
+func (stopError) Retriable() bool { return false }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pglogrepl"
+
 	"github.com/outbox-cdc/outbox-cdc/checkpoint"
 	"github.com/outbox-cdc/outbox-cdc/decode"
 )
@@ -66,8 +68,10 @@ func TestExactlyConfirms(t *testing.T) {
 	}
 }
 
-// TestExactlyStandaloneMessage: a non-transactional message ends where it
-// begins; its checkpoint must end past it, so that a restart skips it.
+// TestExactlyStandaloneMessage: Postgres reports a non-transactional
+// message at the end of its record, where the next transaction's commit
+// record may start. A checkpoint ending at a message skips the message on
+// restart, and not a transaction committing right there.
 func TestExactlyStandaloneMessage(t *testing.T) {
 	x := newExactly(checkpoint.New(0x100, 10, 1<<20), defaultDelivery(), 0x100, slog.New(slog.DiscardHandler))
 	if err := x.enter(context.Background()); err != nil {
@@ -75,12 +79,18 @@ func TestExactlyStandaloneMessage(t *testing.T) {
 	}
 	x.handing(&decode.Event{CommitLSN: 0x500})
 	x.leave(0x500)
-	if x.closed.end != 0x501 {
-		t.Fatalf("end %s, want 0/501", x.closed.end)
+	if x.closed.end != 0x500 || x.closed.commit != 0x500 {
+		t.Fatalf("checkpoint of the message: commit %s end %s, want 0/500 0/500", x.closed.commit, x.closed.end)
 	}
 	x.skip = x.closed.end
-	if !x.skips(0x500) || x.skips(0x501) {
-		t.Errorf("skips 0/500 %v (want true), 0/501 %v (want false)", x.skips(0x500), x.skips(0x501))
+	for _, c := range []struct {
+		lsn        uint64
+		standalone bool
+		want       bool
+	}{{0x500, true, true}, {0x4ff, false, true}, {0x500, false, false}, {0x501, true, false}} {
+		if got := x.skips(pglogrepl.LSN(c.lsn), c.standalone); got != c.want {
+			t.Errorf("skips(%X, standalone %v) = %v, want %v", c.lsn, c.standalone, got, c.want)
+		}
 	}
 }
 
@@ -130,5 +140,34 @@ func TestExactlyGate(t *testing.T) {
 	x.abort(errors.New("the writer gave up"))
 	if err := <-done; err == nil {
 		t.Fatal("a commit whose events were never acknowledged returned nil")
+	}
+}
+
+// TestCheckpointTopicOfItsOwn: the checkpoint topic may not be one events
+// go to as well.
+func TestCheckpointTopicOfItsOwn(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		change func(*Config)
+		field  string
+	}{
+		{"its own", func(*Config) {}, ""},
+		{"the dead-letter topic", func(c *Config) { c.Delivery.CheckpointTopic = c.Topics.DeadLetterTopic }, "checkpoint-topic"},
+		{"the dead-letter topic, unused", func(c *Config) {
+			c.Delivery.CheckpointTopic, c.Topics.OnInvalid = c.Topics.DeadLetterTopic, OnInvalidFail
+		}, ""},
+		{"a fixed event topic", func(c *Config) { c.Tables[0].Route.Topic = c.Delivery.CheckpointTopic }, "checkpoint-topic"},
+		{"at least once", func(c *Config) { c.Delivery.Mode, c.Delivery.CheckpointTopic = AtLeastOnce, c.Topics.DeadLetterTopic }, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := Default()
+			cfg.Delivery.Mode = ExactlyOnce
+			c.change(&cfg)
+			err := cfg.validateCheckpointTopic()
+			var ce *ConfigError
+			if c.field == "" && err != nil || c.field != "" && (!errors.As(err, &ce) || ce.Field != c.field) {
+				t.Errorf("validate: %v, want an error of %q", err, c.field)
+			}
+		})
 	}
 }

@@ -91,7 +91,7 @@ func (p *pipeline) skipped() bool {
 	if pe.invalid != nil {
 		commit = pe.invalid.CommitLSN
 	}
-	if p.ex == nil || !p.ex.skips(commit) {
+	if p.ex == nil || !p.ex.skips(commit, pe.standalone != 0) {
 		return false
 	}
 	p.pending = nil

@@ -87,6 +87,9 @@ func (w *Writer) salvage(msgs []kafka.Message, perr *Error) (failed error) {
 		} else {
 			reason, err = w.salvageOne(msgs[i], m)
 		}
+		if errors.Is(err, errQueued) {
+			continue // its dead letter's acknowledgement settles it
+		}
 		failed = err
 		w.done(m.token, reason, err)
 	}
@@ -108,6 +111,9 @@ func (w *Writer) salvageOne(msg kafka.Message, m meta) (reason string, err error
 	if m.reason == "" {
 		dl = w.fit(deadLetterOfMessage(&msg, one, m.table, m.lsn))
 		dl.Topic = w.cfg.DeadLetterTopic
+		if w.transactional() {
+			return w.queueDeadLetter(msg.Topic, dl, m, one)
+		}
 		err = w.retry(dl)
 	}
 	var again *Error

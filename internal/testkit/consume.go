@@ -47,6 +47,9 @@ func ReadAll(ctx context.Context, t testing.TB, brokers string, ends map[string]
 	if ctx.Err() != nil {
 		return nil
 	}
+	if exactlyOnce() {
+		return readCommitted(ctx, t, brokers, ends)
+	}
 	var msgs []kafka.Message
 	for topic, parts := range ends {
 		for p, end := range parts {

@@ -90,6 +90,9 @@ func (o *Outbox) drop(t testing.TB) {
 // Args are the relay's flags for this outbox, its Kafka at brokers; extra
 // flags follow them.
 func (o *Outbox) Args(brokers string, extra ...string) []string {
+	if exactlyOnce() {
+		extra = append([]string{"--delivery", "exactly-once", "--checkpoint-topic", o.Name + "_checkpoints"}, extra...) // not under o.Name + ".": tests count the topics there
+	}
 	return append([]string{
 		"--postgres-url", o.URL,
 		"--kafka-brokers", brokers,

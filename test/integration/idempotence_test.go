@@ -22,6 +22,14 @@ import (
 // idempotent producer's sequences let the broker drop the second copy:
 // every event is in the topic exactly once, in commit order per aggregate.
 func TestLostProduceResponse(t *testing.T) {
+	if testkit.Delivery() == "exactly-once" {
+		// The cut also keeps the answers to AddPartitionsToTxn, which each
+		// Kafka transaction sends before its first batch to a partition:
+		// nothing is written during the cut. sink's
+		// TestTransactionUnderRandomFaults loses answers to batches the
+		// broker wrote (kfake), in transactions.
+		t.Skip("at-least-once's idempotence: in exactly-once the cut holds the transaction's AddPartitionsToTxn")
+	}
 	k, proxy := startProxiedKafka(t)
 	direct := directClient(t, k.Brokers, proxy.Addr())
 	o := newOutbox(t, "lostack", defaultColumns)
