@@ -41,6 +41,8 @@ type Metrics struct {
 	backfillTotal *prometheus.GaugeVec
 	backfillDone  *prometheus.GaugeVec
 	violations    *prometheus.CounterVec
+	transactions  *prometheus.CounterVec // exactly-once's Kafka transactions, by outcome
+	commitTime    prometheus.Histogram
 
 	slotLag      prometheus.Gauge
 	slotRetained prometheus.Gauge
@@ -132,7 +134,7 @@ func register(reg prometheus.Registerer, collectors []prometheus.Collector) erro
 
 // collectors are the metrics m updates itself, in registration order.
 func (m *Metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.published, m.deadLettered, m.publishErrors, m.latency, m.batch, m.requests, m.records, m.sentBytes, m.reconnects, m.deleted, m.marked, m.resized, m.backfillTotal, m.backfillDone, m.violations,
+	return []prometheus.Collector{m.published, m.deadLettered, m.publishErrors, m.latency, m.batch, m.requests, m.records, m.sentBytes, m.reconnects, m.deleted, m.marked, m.resized, m.backfillTotal, m.backfillDone, m.violations, m.transactions, m.commitTime,
 		m.slotLag, m.slotRetained, m.slotSafe, m.slotActive, m.walStatus, m.slotReadAt}
 }
 
@@ -169,6 +171,11 @@ func (m *Metrics) newPipelineMetrics() {
 		Help: "Backfilled rows acknowledged by Kafka (with every one before them), by outbox table."}, []string{"table"})
 	m.resized = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "partition_count_changes_total",
 		Help: "Times a topic's partition count was seen to change (events queued under the old count are delivered before keys are routed by the new one), by topic (as outbox_cdc_events_published_total's)."}, []string{"topic"})
+	m.transactions = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "kafka_transactions_total",
+		Help: "Kafka transactions of --delivery exactly-once that ended, by outcome: committed, or failed (aborted, or left to the next session's InitProducerID, which aborts it)."}, []string{"outcome"})
+	m.commitTime = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "kafka_commit_seconds",
+		Help:    "Time a Kafka commit of --delivery exactly-once holds publishing back: the last acknowledgements, the checkpoint record, EndTxn.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)})
 	m.violations = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "contract_violations_total",
 		Help: "Payloads their event type's contract (--contracts) refused, each dead-lettered with reason contract_violation, by event type (beyond the first 1000 types, under event_type=\"_other\")."}, []string{"event_type"})
 }
@@ -275,6 +282,17 @@ func (m *Metrics) Marked(n int64) { m.marked.Add(float64(n)) }
 func (m *Metrics) Backfill(table string, total, done int64) {
 	m.backfillTotal.WithLabelValues(table).Set(float64(total))
 	m.backfillDone.WithLabelValues(table).Set(float64(done))
+}
+
+// Transaction counts a Kafka transaction of exactly-once that ended, and
+// how long its commit held publishing back (committed only).
+func (m *Metrics) Transaction(committed bool, took time.Duration) {
+	if !committed {
+		m.transactions.WithLabelValues("failed").Inc()
+		return
+	}
+	m.transactions.WithLabelValues("committed").Inc()
+	m.commitTime.Observe(took.Seconds())
 }
 
 // Reconnected counts a session restarted after a failure.

@@ -49,6 +49,9 @@ type exactly struct {
 	ckpt   *checkpoint.Writer
 	base   checkpoint.Record // the slot, system and instance every record names
 	flush  func(on bool)     // the writer's Flush, set once it exists
+	// ended is told of each Kafka transaction that ended: committed, and
+	// how long its commit held publishing back; or not (metrics).
+	ended func(committed bool, took time.Duration)
 
 	// gate (capacity 1) is held by the receive loop inside a Postgres
 	// transaction it hands events of, and by a Kafka commit.
@@ -221,6 +224,7 @@ func (x *exactly) commit() error {
 	if n == 0 {
 		return nil
 	}
+	began := time.Now()
 	b := x.closed
 	ctx, cancel := context.WithTimeout(x.abortCtx, x.timeout)
 	defer cancel()
@@ -243,6 +247,9 @@ func (x *exactly) commit() error {
 	x.unsure = false
 	x.raise(b.end)
 	x.uncommitted.Add(-n)
+	if x.ended != nil {
+		x.ended(true, time.Since(began))
+	}
 	x.log.Debug("kafka transaction committed", slog.Int64("events", n), slog.String("through", b.end.String()))
 	if err := x.txn.Begin(); err != nil {
 		return fmt.Errorf("begin a kafka transaction: %w", err)
@@ -309,6 +316,9 @@ func (x *exactly) finish(ctx context.Context, commit, drained bool) error {
 	}
 	if x.uncommitted.Load() == 0 {
 		return nil
+	}
+	if x.ended != nil {
+		x.ended(false, 0)
 	}
 	if !drained || x.unsure {
 		x.log.Info("leaving the open kafka transaction to the next session, whose InitProducerID aborts it and fences what is still in flight")

@@ -41,6 +41,7 @@ func (r *Relay) session(ctx context.Context, start pglogrepl.LSN) (bool, error) 
 	var progress replication.Progress = track
 	if cfg.Delivery.Exactly() {
 		x = newExactly(track, cfg.Delivery, start, r.log)
+		x.ended = r.metrics.Transaction
 		progress = x
 	}
 	stream, err := replication.Connect(ctx, replication.StreamConfig{

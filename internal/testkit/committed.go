@@ -86,3 +86,42 @@ func fromKgo(r *kgo.Record) kafka.Message {
 	}
 	return m
 }
+
+// ConsumeCommitted reads topics from their start at read_committed, as
+// consumers of exactly-once topics must, until they have given want
+// distinct events (by their id header) and then nothing more for 2 s, or
+// 5 s more have passed (a load may still be running). It returns every
+// record read, duplicates included; if want is not reached within
+// timeout, the test fails (t.Errorf) and what was read is returned.
+func ConsumeCommitted(t testing.TB, brokers string, topics []string, want int, timeout time.Duration) []kafka.Message {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...), kgo.ConsumeTopics(topics...),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	began, last := time.Now(), time.Now()
+	var reached time.Time
+	var msgs []kafka.Message
+	ids := map[string]bool{}
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		fetches := cl.PollFetches(ctx)
+		cancel()
+		fetches.EachRecord(func(r *kgo.Record) {
+			m := fromKgo(r)
+			id, _ := Header(m, "id")
+			msgs, ids[id], last = append(msgs, m), true, time.Now()
+		})
+		switch {
+		case reached.IsZero() && len(ids) >= want:
+			reached = time.Now()
+		case !reached.IsZero() && (time.Since(last) > 2*time.Second || time.Since(reached) > 5*time.Second):
+			return msgs
+		case reached.IsZero() && time.Since(began) > timeout:
+			t.Errorf("topics %v hold %d distinct committed events after %s, want %d", topics, len(ids), timeout, want)
+			return msgs
+		}
+	}
+}

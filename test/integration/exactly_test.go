@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outbox-cdc/outbox-cdc/internal/testkit"
 )
@@ -35,6 +34,12 @@ func TestExactlyOnce(t *testing.T) {
 	if dups := checkDelivered(t, o, w, msgs); dups != 0 {
 		t.Errorf("%d duplicates read at read_committed", dups)
 	}
+	if n := r.Metric(t, `outbox_cdc_kafka_transactions_total{outcome="committed"}`); n == 0 {
+		t.Errorf("outbox_cdc_kafka_transactions_total{outcome=\"committed\"} is 0")
+	}
+	if n := r.Metric(t, "outbox_cdc_kafka_commit_seconds_count"); n == 0 {
+		t.Errorf("outbox_cdc_kafka_commit_seconds has no sample")
+	}
 	end := o.CurrentLSN(t)
 	if code := r.Stop(t, syscall.SIGTERM, 30*time.Second); code != 0 {
 		t.Fatalf("SIGTERM: exit %d\n%s", code, testkit.Tail(r.LogText(), 30))
@@ -48,7 +53,7 @@ func TestExactlyOnce(t *testing.T) {
 	if dups := checkDelivered(t, o, w, msgs); dups != 0 {
 		t.Errorf("after a restart: %d duplicates read at read_committed", dups)
 	}
-	if n := len(readCommitted(t, []string{o.name + ".checkpoints"}, time.Second)); n == 0 {
+	if n := len(consumeCommitted(t, []string{o.name + ".checkpoints"}, 1, 30*time.Second)); n == 0 {
 		t.Errorf("the checkpoint topic holds no record")
 	}
 }
@@ -85,55 +90,10 @@ func TestExactlyOnceCrashes(t *testing.T) {
 	t.Logf("%d kill -9 under load, exactly-once: %d events committed, all delivered; %d duplicates at read_committed", kills, len(w.committed), dups)
 }
 
-// consumeCommitted is consume at read_committed: it waits until topics
-// hold want distinct events a read_committed consumer can see, and
-// returns every record such a consumer reads.
+// consumeCommitted is consume at read_committed (testkit.ConsumeCommitted).
 func consumeCommitted(t *testing.T, topics []string, want int, timeout time.Duration) []kafka.Message {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var msgs []kafka.Message
-	for {
-		msgs = readCommitted(t, topics, 2*time.Second)
-		if testkit.Distinct(msgs) >= want {
-			return msgs
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("topics %v hold %d distinct committed events after %s, want %d", topics, testkit.Distinct(msgs), timeout, want)
-			return msgs
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-}
-
-// readCommitted reads topics from the start at read_committed (franz-go,
-// which drops aborted records as the Java consumer does) until no record
-// comes for quiet.
-func readCommitted(t *testing.T, topics []string, quiet time.Duration) []kafka.Message {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(broker.Brokers), kgo.ConsumeTopics(topics...),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	var msgs []kafka.Message
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), quiet)
-		fetches := cl.PollFetches(ctx)
-		cancel()
-		n := 0
-		fetches.EachRecord(func(r *kgo.Record) {
-			n++
-			m := kafka.Message{Topic: r.Topic, Partition: int(r.Partition), Offset: r.Offset, Key: r.Key, Value: r.Value, Time: r.Timestamp}
-			for _, h := range r.Headers {
-				m.Headers = append(m.Headers, kafka.Header{Key: h.Key, Value: h.Value})
-			}
-			msgs = append(msgs, m)
-		})
-		if n == 0 {
-			return msgs
-		}
-	}
+	return testkit.ConsumeCommitted(t, broker.Brokers, topics, want, timeout)
 }
 
 // TestExactlyOnceFrozenTakeover freezes (SIGSTOP) the streaming relay in
