@@ -117,8 +117,7 @@ func checkAckOrder(t *testing.T, f *fates, keys int) {
 // records read, the distinct events and how many keys span partitions.
 func checkLog(ctx context.Context, t *testing.T, brokers []string, topic string, partitions int) (total, distinct, moved int) {
 	t.Helper()
-	type span struct{ lo, hi uint32 }
-	spans := map[string]map[int]*span{} // key → partition → first appearances
+	spans := keySpans{} // key → partition → first appearances
 	seen := map[string]bool{}
 	for p := range partitions {
 		next := map[string]uint32{}
@@ -134,27 +133,9 @@ func checkLog(ctx context.Context, t *testing.T, brokers []string, topic string,
 				t.Errorf("key %s, partition %d: event %d first written after event %d", k, p, n, prev-1)
 			}
 			next[k] = n + 1
-			if spans[k] == nil {
-				spans[k] = map[int]*span{}
-			}
-			if s := spans[k][p]; s == nil {
-				spans[k][p] = &span{n, n}
-			} else {
-				s.lo, s.hi = min(s.lo, n), max(s.hi, n)
-			}
+			spans.add(k, int32(p), n)
 		}
 	}
-	for k, ps := range spans {
-		if len(ps) > 1 {
-			moved++
-		}
-		for p, a := range ps {
-			for q, b := range ps {
-				if p != q && a.lo < b.lo && a.hi > b.lo {
-					t.Errorf("key %s: events %d–%d in partition %d interleave with %d–%d in partition %d", k, a.lo, a.hi, p, b.lo, b.hi, q)
-				}
-			}
-		}
-	}
+	moved = spans.check(func(s string) { t.Error(s) })
 	return total, len(seen), moved
 }

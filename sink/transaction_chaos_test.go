@@ -323,8 +323,7 @@ func (r *txnRun) checkAckOrder() {
 // partition, and a key's events in one partition all before or all after
 // those in another. It returns how many keys span two partitions.
 func (r *txnRun) checkCommitted(got map[int32][]*kgo.Record) (moved int) {
-	type span struct{ lo, hi uint32 }
-	spans := map[string]map[int32]*span{}
+	spans := keySpans{}
 	seen := make([]int, r.events)
 	for p, records := range got {
 		next := map[string]uint32{}
@@ -349,14 +348,7 @@ func (r *txnRun) checkCommitted(got map[int32][]*kgo.Record) (moved int) {
 				r.problem("key %s, partition %d: its event %d read after its event %d", key, p, n, prev-1)
 			}
 			next[key] = n + 1
-			if spans[key] == nil {
-				spans[key] = map[int32]*span{}
-			}
-			if s := spans[key][p]; s == nil {
-				spans[key][p] = &span{n, n}
-			} else {
-				s.lo, s.hi = min(s.lo, n), max(s.hi, n)
-			}
+			spans.add(key, p, n)
 		}
 	}
 	for i, n := range seen {
@@ -364,17 +356,7 @@ func (r *txnRun) checkCommitted(got map[int32][]*kgo.Record) (moved int) {
 			r.problem("event %d read %d times, want once", i, n)
 		}
 	}
-	for key, ps := range spans {
-		moved += min(len(ps)-1, 1)
-		for p, a := range ps {
-			for q, b := range ps {
-				if p != q && a.lo < b.lo && a.hi > b.lo {
-					r.problem("key %s: its events %d–%d in partition %d interleave with %d–%d in partition %d", key, a.lo, a.hi, p, b.lo, b.hi, q)
-				}
-			}
-		}
-	}
-	return moved
+	return spans.check(func(s string) { r.problem("%s", s) })
 }
 
 // abortedRecords counts the records of aborted transactions in got (read

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"math/rand/v2"
 	"syscall"
 	"testing"
 	"time"
@@ -67,18 +66,10 @@ func TestExactlyOnceCrashes(t *testing.T) {
 	o := newOutbox(t, "eoscrash", defaultColumns)
 	args := exactlyArgs(o, "--max-in-flight", "2000")
 	w, counters := newWritten(), map[string]int{}
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 11))
 	r := startRelay(t, args...)
 	wait := insertInBackground(o, w, makeRows(12000, 100, "order", counters), 20, 40*time.Millisecond)
 	const kills = 20
-	for i := range kills {
-		time.Sleep(time.Duration(200+rng.IntN(1300)) * time.Millisecond)
-		if err := r.cmd.Process.Kill(); err != nil {
-			t.Fatalf("kill %d: %v", i, err)
-		}
-		<-r.done
-		r = startRelay(t, args...)
-	}
+	killRepeatedly(t, r, args, kills)
 	if err := wait(); err != nil {
 		t.Fatalf("insert: %v", err)
 	}
@@ -128,21 +119,7 @@ func TestExactlyOnceFrozenTakeover(t *testing.T) {
 	if second.countLines("msg=streaming") != 1 {
 		t.Fatalf("the standby did not take over\n%s", testkit.Tail(second.LogText(), 20))
 	}
-	_, before, err := endOffsets(topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := first.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(5 * time.Second)
-	_, after, err := endOffsets(topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if after != before {
-		t.Errorf("the woken instance appended %d records after another took its slot over", after-before)
-	}
+	wokenAppendsNothing(t, first, topic)
 	if dups := countDuplicates(t, ids, msgs); dups > 0 {
 		t.Errorf("%d of %d events read twice at read_committed after the takeover", dups, len(ids))
 	}

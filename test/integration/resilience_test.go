@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -99,18 +100,10 @@ func TestRepeatedCrashes(t *testing.T) {
 	o := newOutbox(t, "crashloop", defaultColumns)
 	args := o.args("--max-in-flight", "2000")
 	w, counters := newWritten(), map[string]int{}
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
 	r := startRelay(t, args...)
 	wait := insertInBackground(o, w, makeRows(12000, 100, "order", counters), 20, 40*time.Millisecond)
 	const kills = 20
-	for i := range kills {
-		time.Sleep(time.Duration(200+rng.IntN(1300)) * time.Millisecond)
-		if err := r.cmd.Process.Kill(); err != nil {
-			t.Fatalf("kill %d: %v", i, err)
-		}
-		<-r.done
-		r = startRelay(t, args...)
-	}
+	killRepeatedly(t, r, args, kills)
 	w.mu.Lock()
 	atLastKill := len(w.committed)
 	w.mu.Unlock()
@@ -392,5 +385,43 @@ func slowFault(t *testing.T) {
 	t.Helper()
 	if os.Getenv("OUTBOX_CDC_TEST_FAULTS") != "1" {
 		t.Skip("a slow fault test: make test-faults runs it (OUTBOX_CDC_TEST_FAULTS=1)")
+	}
+}
+
+// killRepeatedly kills r with SIGKILL kills times, at random moments
+// 200 ms to 1.5 s apart, starting it again with args each time; the last
+// start keeps running.
+func killRepeatedly(t *testing.T, r *relay, args []string, kills int) *relay {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	for i := range kills {
+		time.Sleep(time.Duration(200+rng.IntN(1300)) * time.Millisecond)
+		if err := r.cmd.Process.Kill(); err != nil {
+			t.Fatalf("kill %d: %v", i, err)
+		}
+		<-r.done
+		r = startRelay(t, args...)
+	}
+	return r
+}
+
+// wokenAppendsNothing wakes frozen (SIGCONT) and checks that, within 5 s,
+// it appends no record to topic: another instance took its slot over.
+func wokenAppendsNothing(t *testing.T, frozen *relay, topic string) {
+	t.Helper()
+	_, before, err := endOffsets(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := frozen.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Second)
+	_, after, err := endOffsets(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after != before {
+		t.Errorf("the woken instance appended %d records after another took its slot over", after-before)
 	}
 }

@@ -37,22 +37,7 @@ func TestFrozenInstanceSendsNothing(t *testing.T) {
 	if second.countLines("msg=streaming") != 1 {
 		t.Fatal("the standby did not take over")
 	}
-	_, before, err := endOffsets(topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	if err := first.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(5 * time.Second)
-	_, after, err := endOffsets(topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if after != before {
-		t.Errorf("the woken instance published %d records after another took its slot over", after-before)
-	}
+	wokenAppendsNothing(t, first, topic)
 	if !first.running() {
 		t.Error("the woken instance exited; it should stand by")
 	}
@@ -60,8 +45,8 @@ func TestFrozenInstanceSendsNothing(t *testing.T) {
 		t.Errorf("the woken instance logged %q %d times, want once", "standing by", n)
 	}
 	abandoned := first.countLines("events not yet acknowledged are abandoned")
-	t.Logf("%d events; the woken instance published %d records after the takeover; it said it abandoned its events %d times",
-		want, after-before, abandoned)
+	t.Logf("%d events; the woken instance published nothing after the takeover; it said it abandoned its events %d times",
+		want, abandoned)
 	if abandoned == 0 && !strings.Contains(first.LogText(), "replication connection lost") {
 		t.Log("(it had nothing in hand when frozen)")
 	}
