@@ -117,7 +117,7 @@ bench:
 # minutes).
 ANALYTICS_VARIANTS := outbox-cdc,outbox-cdc+--contracts=$(CURDIR)/contract/testdata/bench+name:contracts,outbox-cdc+--envelope=cloudevents-structured+name:cloudevents-structured,outbox-cdc+--envelope=connect-json+name:connect-json
 bench-analytics:
-	$(GO) run ./cmd/outbox-bench -compare -contenders "$(ANALYTICS_VARIANTS)" -loads 5000x1 -runs 3 -phase 20s -backlog 100000 -ceiling=false -out bench-results/analytics
+	$(GO) run ./cmd/outbox-bench -compare -contenders "$(ANALYTICS_VARIANTS)" -loads 5000x1 -runs 3 -phase 20s -backlog 100000 -ceiling=false -kill-dups=false -out bench-results/analytics
 
 # outbox-cdc at least once and exactly once beside Debezium on Kafka Connect
 # standalone and exactly once on Connect distributed (resolved by
@@ -127,7 +127,7 @@ bench-analytics:
 # CI does not run it.
 COMPARE_CONTENDERS := outbox-cdc,outbox-cdc+--delivery=exactly-once+name:exactly-once,debezium,debezium-eos
 bench-compare:
-	$(GO) run ./cmd/outbox-bench -compare -contenders "$(COMPARE_CONTENDERS)" -loads 1000x1,3000x1,5000x1 -runs 3 -backlog 100000
+	$(GO) run ./cmd/outbox-bench -compare -contenders "$(COMPARE_CONTENDERS)" -loads 1000x1,3000x1,5000x1 -runs 3 -backlog 100000 -kill-dups
 
 # Events as outbox rows against events as logical decoding messages: the
 # writer's commits/s and WAL per event, and a backlog drained (about 3 minutes).

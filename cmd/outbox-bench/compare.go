@@ -47,54 +47,67 @@ type drainRun struct {
 	SentBytes  float64 // bytes written to Kafka per event (outbox-cdc only)
 }
 
+// compareConfig is what -compare runs: Rounds of each contender at each
+// of Loads for Phase, then a Backlog drained; optionally the bare reader's
+// latency ceiling at each load, and the kill -9 scenario.
+type compareConfig struct {
+	Rounds            int
+	Loads             []load
+	Phase             time.Duration
+	Backlog           int
+	Ceiling, KillDups bool
+}
+
 // compare runs every contender on the same Postgres and broker, one at a
-// time, rounds times, their order rotated from round to round; and the
-// bare reader's latency ceiling at the same loads.
-func (b *bench) compare(ctx context.Context, contenders []contender, rounds int, loads []load, d time.Duration, backlog int, ceiling bool) ([]phaseResult, []drainRun, error) {
-	var phases []phaseResult
-	var drains []drainRun
+// time, cfg.Rounds times, their order rotated from round to round; and the
+// bare reader's latency ceiling at the same loads. It fills rep's results.
+func (b *bench) compare(ctx context.Context, contenders []contender, cfg compareConfig, rep *compareReport) error {
 	if err := b.warmBroker(ctx); err != nil {
-		return nil, nil, fmt.Errorf("warm the broker up: %w", err)
+		return fmt.Errorf("warm the broker up: %w", err)
 	}
-	for round := range rounds {
+	for round := range cfg.Rounds {
 		// Rotated one place a round: two contenders alternate, and each of
 		// more moves through the positions (the broker warms up, and
 		// whoever goes first pays for it).
 		k := round % len(contenders)
 		order := append(slices.Clone(contenders[k:]), contenders[:k]...)
 		for _, c := range order {
-			ps, dr, err := b.compareOne(ctx, c, round+1, loads, d, backlog)
+			ps, dr, err := b.compareOne(ctx, c, round+1, cfg.Loads, cfg.Phase, cfg.Backlog)
 			if err != nil {
-				return nil, nil, fmt.Errorf("%s, round %d: %w", c.name, round+1, err)
+				return fmt.Errorf("%s, round %d: %w", c.name, round+1, err)
 			}
-			phases = append(phases, ps...)
-			drains = append(drains, dr)
+			rep.Phases = append(rep.Phases, ps...)
+			rep.Drains = append(rep.Drains, dr)
+			if !cfg.KillDups {
+				continue
+			}
+			kr, err := b.killDups(ctx, c, round+1)
+			if err != nil {
+				return fmt.Errorf("%s, kill -9, round %d: %w", c.name, round+1, err)
+			}
+			rep.Kills = append(rep.Kills, kr)
 		}
-		for _, l := range loads {
-			if !ceiling {
+		for _, l := range cfg.Loads {
+			if !cfg.Ceiling {
 				break
 			}
-			r, err := b.ceilingLatency(ctx, l, d)
+			r, err := b.ceilingLatency(ctx, l, cfg.Phase)
 			if err != nil {
-				return nil, nil, fmt.Errorf("bare reader at %s, round %d: %w", l, round+1, err)
+				return fmt.Errorf("bare reader at %s, round %d: %w", l, round+1, err)
 			}
 			r.Round = round + 1
 			fmt.Fprintf(os.Stderr, "round %d bare reader %s: p50 %.1f ms, p99 %.1f ms, max %.1f ms, walsender %.0f µs/event\n",
 				round+1, l, r.P50, r.P99, r.Max, r.WalsenderUs)
-			phases = append(phases, r)
+			rep.Phases = append(rep.Phases, r)
 		}
 	}
-	return phases, drains, nil
+	return nil
 }
 
 // compareOne is one contender in one round: a warm-up, each load, then a
 // backlog written while it is stopped and drained when it starts again.
 func (b *bench) compareOne(ctx context.Context, c contender, round int, loads []load, d time.Duration, backlog int) ([]phaseResult, drainRun, error) {
-	short := "outboxcdc"
-	if !strings.HasPrefix(c.name, "outbox-cdc") {
-		short = c.name
-	}
-	name := fmt.Sprintf("cmp_%s_%d", short, time.Now().UnixNano()%1e9)
+	name := tableName("cmp", c.name)
 	dr := drainRun{Relay: c.name, Round: round, N: backlog}
 	if _, err := b.db.Exec(ctx, "CREATE TABLE "+name+" "+outboxDDL); err != nil {
 		return nil, dr, err
@@ -126,7 +139,11 @@ func (b *bench) compareOne(ctx context.Context, c contender, round int, loads []
 	if err != nil {
 		return nil, dr, fmt.Errorf("start: %w", err)
 	}
-	defer func() { _ = cmd.Process.Kill() }()
+	defer func() {
+		if cmd != nil { // nil when a restart failed
+			_ = cmd.Process.Kill()
+		}
+	}()
 	if err := b.waitActive(ctx, name); err != nil {
 		return nil, dr, err
 	}
@@ -141,63 +158,86 @@ func (b *bench) compareOne(ctx context.Context, c contender, round int, loads []
 	for _, l := range loads {
 		t := newTracker()
 		use(t)
-		wal := b.walsender(ctx, name)
-		r0, b0, w0 := procCPU(cmd.Process.Pid), procCPU(b.brokerPID), procCPU(wal)
-		m0 := scrapeRequests(c.name, b.metricsAddr)
-		n0 := batches.n.Load()
-		began := time.Now()
-		achieved, err := b.write(ctx, pool, name, l, d, t)
+		pr, err := b.measurePhase(ctx, c.name, cmd.Process.Pid, pool, name, l, d, t, batches)
 		if err != nil {
-			return nil, dr, err
-		}
-		if err := t.waitAll(ctx, 2*time.Minute); err != nil {
 			return nil, dr, fmt.Errorf("%s: %w", l, err)
 		}
-		r1, b1, w1 := procCPU(cmd.Process.Pid), procCPU(b.brokerPID), procCPU(wal)
-		m1 := scrapeRequests(c.name, b.metricsAddr)
-		n1 := batches.n.Load()
-		lat := t.latencies(began.Add(time.Second))
-		if len(lat) == 0 {
-			return nil, dr, fmt.Errorf("%s: no event received", l)
-		}
-		n := float64(len(t.committed))
-		pr := phaseResult{Relay: c.name, Round: round, Load: l, Events: len(t.committed), AchievedTx: achieved,
-			P50: quantile(lat, 0.5), P99: quantile(lat, 0.99), Max: lat[len(lat)-1],
-			RelayUs: (r1 - r0) / n * 1e6, BrokerUs: (b1 - b0) / n * 1e6, WalsenderUs: (w1 - w0) / n * 1e6,
-			Batches: float64(n1-n0) / time.Since(began).Seconds()}
-		if m1.requests > m0.requests {
-			secs := time.Since(began).Seconds()
-			pr.Requests = (m1.requests - m0.requests) / secs
-			pr.RecordsPerReq = (m1.records - m0.records) / (m1.requests - m0.requests)
-			pr.SentBytes = (m1.sent - m0.sent) / n
-		}
+		pr.Round = round
 		fmt.Fprintf(os.Stderr, "round %d %s %s: %d events, p50 %.1f ms, p99 %.1f ms, max %.1f ms; CPU µs/event relay %.0f, broker %.0f, walsender %.0f; %.0f req/s of %.1f records, %.0f B/event sent; %.0f batches/s read\n",
 			round, c.name, l, pr.Events, pr.P50, pr.P99, pr.Max, pr.RelayUs, pr.BrokerUs, pr.WalsenderUs, pr.Requests, pr.RecordsPerReq, pr.SentBytes, pr.Batches)
 		out = append(out, pr)
 	}
 
-	// Backlog: written while the relay is stopped, drained when it starts
-	// again; timed from its first receipt to its last.
 	if err := stopGently(cmd); err != nil {
 		return nil, dr, fmt.Errorf("stop before the backlog: %w", err)
 	}
 	t := newTracker()
 	use(t)
-	for i := 0; i < backlog; i += 100 {
-		ids := make([]string, min(100, backlog-i))
+	cmd, err = b.drainBacklog(ctx, c, pool, name, t, &dr)
+	if err != nil {
+		return nil, dr, err
+	}
+	if err := stopGently(cmd); err != nil {
+		return nil, dr, fmt.Errorf("stop: %w", err)
+	}
+	return out, dr, nil
+}
+
+// measurePhase writes l into table for d while relay (process pid) runs,
+// waits for every event to reach t, and measures latency and CPU.
+func (b *bench) measurePhase(ctx context.Context, relay string, pid int, pool *pgxpool.Pool, table string, l load, d time.Duration, t *tracker, batches *batchCounter) (phaseResult, error) {
+	wal := b.walsender(ctx, table)
+	r0, b0, w0 := procCPU(pid), procCPU(b.brokerPID), procCPU(wal)
+	m0 := scrapeRequests(relay, b.metricsAddr)
+	n0 := batches.n.Load()
+	began := time.Now()
+	achieved, err := b.write(ctx, pool, table, l, d, t)
+	if err != nil {
+		return phaseResult{}, err
+	}
+	if err := t.waitAll(ctx, 2*time.Minute); err != nil {
+		return phaseResult{}, err
+	}
+	r1, b1, w1 := procCPU(pid), procCPU(b.brokerPID), procCPU(wal)
+	m1 := scrapeRequests(relay, b.metricsAddr)
+	n1 := batches.n.Load()
+	lat := t.latencies(began.Add(time.Second))
+	if len(lat) == 0 {
+		return phaseResult{}, errors.New("no event received")
+	}
+	n := float64(len(t.committed))
+	pr := phaseResult{Relay: relay, Load: l, Events: len(t.committed), AchievedTx: achieved,
+		P50: quantile(lat, 0.5), P99: quantile(lat, 0.99), Max: lat[len(lat)-1],
+		RelayUs: (r1 - r0) / n * 1e6, BrokerUs: (b1 - b0) / n * 1e6, WalsenderUs: (w1 - w0) / n * 1e6,
+		Batches: float64(n1-n0) / time.Since(began).Seconds()}
+	if m1.requests > m0.requests {
+		secs := time.Since(began).Seconds()
+		pr.Requests = (m1.requests - m0.requests) / secs
+		pr.RecordsPerReq = (m1.records - m0.records) / (m1.requests - m0.requests)
+		pr.SentBytes = (m1.sent - m0.sent) / n
+	}
+	return pr, nil
+}
+
+// drainBacklog writes dr.N events into table while the relay is stopped,
+// starts it again and times it from its first receipt to its last (so that
+// a JVM's start is not counted), filling dr. It returns the relay, running.
+func (b *bench) drainBacklog(ctx context.Context, c contender, pool *pgxpool.Pool, table string, t *tracker, dr *drainRun) (*exec.Cmd, error) {
+	for i := 0; i < dr.N; i += 100 {
+		ids := make([]string, min(100, dr.N-i))
 		for j := range ids {
 			ids[j] = uuid.NewString()
 		}
 		if _, err := pool.Exec(ctx, fmt.Sprintf(`INSERT INTO %s SELECT id, %s, 'agg-' || (abs(hashtext(id::text)) %% 1000), 'created', %s
-			FROM unnest($1::uuid[]) WITH ORDINALITY AS u(id, g)`, name, b.aggregateTypeSQL(), payloadSQL), ids); err != nil {
-			return nil, dr, err
+			FROM unnest($1::uuid[]) WITH ORDINALITY AS u(id, g)`, table, b.aggregateTypeSQL(), payloadSQL), ids); err != nil {
+			return nil, err
 		}
 		t.commit(ids, time.Now())
 	}
-	if cmd, err = c.start(ctx, name); err != nil {
-		return nil, dr, fmt.Errorf("restart: %w", err)
+	cmd, err := c.start(ctx, table)
+	if err != nil {
+		return nil, fmt.Errorf("restart: %w", err)
 	}
-	// CPU from the first receipt, so that a JVM's start is not counted.
 	var r0, b0 float64
 	for {
 		t.mu.Lock()
@@ -208,28 +248,36 @@ func (b *bench) compareOne(ctx context.Context, c contender, round int, loads []
 			break
 		}
 		if exited(cmd) {
-			return nil, dr, errors.New("relay exited before draining")
+			return cmd, errors.New("relay exited before draining")
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
 	if err := t.waitAll(ctx, 10*time.Minute); err != nil {
-		return nil, dr, fmt.Errorf("drain: %w", err)
+		return cmd, fmt.Errorf("drain: %w", err)
 	}
 	r1, b1 := procCPU(cmd.Process.Pid), procCPU(b.brokerPID)
 	dr.PeakRSSMiB = peakRSS(cmd.Process.Pid)
-	dr.SentBytes = scrapeRequests(c.name, b.metricsAddr).sent / float64(backlog)
-	span := t.last.Sub(t.first).Seconds()
-	dr.Rate = float64(backlog) / span
-	dr.CPUPer100k = (r1 - r0) / float64(backlog) * 1e5
-	dr.BrokerPer = (b1 - b0) / float64(backlog) * 1e5
-	fmt.Fprintf(os.Stderr, "round %d %s drain of %d: %.0f events/s, CPU %.2f s/100k (broker %.2f), peak RSS %.0f MiB, %.0f B/event sent\n",
-		round, c.name, backlog, dr.Rate, dr.CPUPer100k, dr.BrokerPer, dr.PeakRSSMiB, dr.SentBytes)
-	if err := stopGently(cmd); err != nil {
-		return nil, dr, fmt.Errorf("stop: %w", err)
+	dr.SentBytes = scrapeRequests(c.name, b.metricsAddr).sent / float64(dr.N)
+	if span := t.last.Sub(t.first).Seconds(); span > 0 { // 0 when one fetch held a small backlog
+		dr.Rate = float64(dr.N) / span
 	}
-	return out, dr, nil
+	dr.CPUPer100k = (r1 - r0) / float64(dr.N) * 1e5
+	dr.BrokerPer = (b1 - b0) / float64(dr.N) * 1e5
+	fmt.Fprintf(os.Stderr, "round %d %s drain of %d: %.0f events/s, CPU %.2f s/100k (broker %.2f), peak RSS %.0f MiB, %.0f B/event sent\n",
+		dr.Round, c.name, dr.N, dr.Rate, dr.CPUPer100k, dr.BrokerPer, dr.PeakRSSMiB, dr.SentBytes)
+	return cmd, nil
 }
 
+// exited reports whether cmd's process ended, waited for or not (a zombie
+// still answers signal 0).
 func exited(cmd *exec.Cmd) bool {
-	return cmd.ProcessState != nil || cmd.Process.Signal(syscallZero) != nil
+	if cmd.ProcessState != nil || cmd.Process.Signal(syscallZero) != nil {
+		return true
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
+	if err != nil {
+		return true
+	}
+	_, state, _ := strings.Cut(string(stat), ") ")
+	return strings.HasPrefix(state, "Z")
 }

@@ -22,10 +22,11 @@ type compareReport struct {
 	Phase   string
 	Phases  []phaseResult
 	Drains  []drainRun
+	Kills   []killRun `json:",omitempty"`
 }
 
 // runCompare builds the contenders, runs the comparison and reports it.
-func (b *bench) runCompare(ctx context.Context, root string, names, relayArgs []string, rounds int, loads []load, phase time.Duration, backlog int, ceiling bool, out string) error {
+func (b *bench) runCompare(ctx context.Context, root string, names, relayArgs []string, cfg compareConfig, out string) error {
 	var cs []contender
 	for _, n := range names {
 		// outbox-cdc+--flag=value+… is outbox-cdc with further flags, so
@@ -53,31 +54,34 @@ func (b *bench) runCompare(ctx context.Context, root string, names, relayArgs []
 				}
 			}
 			cs = append(cs, c)
-		case "debezium":
+		case "debezium", "debezium-eos":
 			libs, err := fetchDebezium(root)
 			if err != nil {
 				return err
 			}
-			cs = append(cs, b.debezium(libs))
+			if base == "debezium" {
+				cs = append(cs, b.debezium(libs))
+			} else {
+				cs = append(cs, b.debeziumEOS(libs))
+			}
 		default:
-			return fmt.Errorf("-contenders: %q is neither outbox-cdc nor debezium", n)
+			return fmt.Errorf("-contenders: %q is none of outbox-cdc, debezium, debezium-eos", n)
 		}
 	}
-	phases, drains, err := b.compare(ctx, cs, rounds, loads, phase, backlog, ceiling)
-	if err != nil {
+	rep := compareReport{Machine: machine(), Command: "go run ./cmd/outbox-bench " + strings.Join(os.Args[1:], " "),
+		Started: time.Now().UTC(), Rounds: cfg.Rounds, Phase: cfg.Phase.String()}
+	if err := b.compare(ctx, cs, cfg, &rep); err != nil {
 		return err
 	}
-	rep := compareReport{Machine: machine(), Command: "go run ./cmd/outbox-bench " + strings.Join(os.Args[1:], " "),
-		Started: time.Now().UTC(), Rounds: rounds, Phase: phase.String(), Phases: phases, Drains: drains}
 	labels := make([]string, len(cs))
 	for i, c := range cs {
 		labels[i] = c.name
 	}
-	printCompare(os.Stdout, rep, labels, loads)
+	printCompare(os.Stdout, rep, labels, cfg.Loads)
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
-	if err := writeCompareSVG(filepath.Join(out, "compare.svg"), rep, labels, loads); err != nil {
+	if err := writeCompareSVG(filepath.Join(out, "compare.svg"), rep, labels, cfg.Loads); err != nil {
 		return err
 	}
 	f, err := os.Create(filepath.Join(out, "compare.json"))
@@ -141,6 +145,38 @@ func printCompare(w io.Writer, rep compareReport, names []string, loads []load) 
 			over(runs, func(d drainRun) float64 { return d.Rate }), over(runs, func(d drainRun) float64 { return d.CPUPer100k }),
 			over(runs, func(d drainRun) float64 { return d.BrokerPer }), over(runs, func(d drainRun) float64 { return d.PeakRSSMiB }))
 	}
+	printKills(w, rep.Kills, names)
+}
+
+// printKills prints the kill -9 scenario, medians (min–max) over the
+// rounds: what a read_committed consumer read twice or never, what a
+// read_uncommitted one read twice (aborted transactions included), and how
+// long the relay took from the kill to the last event.
+func printKills(w io.Writer, kills []killRun, names []string) {
+	if len(kills) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nkill -9 at a random moment of %s of %s, restarted at once; events read by a read_committed consumer (and a read_uncommitted one)\n\n", killPhase, killLoad)
+	fmt.Fprintln(w, "| relay | events | read twice, read_committed | missing, read_committed | read twice, read_uncommitted | kill → last event read, s | transactional ids |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+	count := func(s stat) string { return fmt.Sprintf("%.0f (%.0f–%.0f)", s.Median, s.Min, s.Max) }
+	for _, n := range names {
+		var runs []killRun
+		for _, k := range kills {
+			if k.Relay == strings.TrimSpace(n) {
+				runs = append(runs, k)
+			}
+		}
+		if len(runs) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %d |\n", n,
+			count(over(runs, func(k killRun) float64 { return float64(k.Events) })),
+			count(over(runs, func(k killRun) float64 { return float64(k.Duplicates) })),
+			count(over(runs, func(k killRun) float64 { return float64(k.Missing) })),
+			count(over(runs, func(k killRun) float64 { return float64(k.UncommittedDuplicates) })),
+			over(runs, func(k killRun) float64 { return k.CatchUp }), len(runs[0].TransactionalIDs))
+	}
 }
 
 // writeCompareSVG draws, per load, each relay's p50 and p99 latency and its
@@ -149,7 +185,8 @@ func writeCompareSVG(path string, rep compareReport, names []string, loads []loa
 	const barH, gap = 12, 4
 	var b strings.Builder
 	y := 30
-	colors := map[string][2]string{"outbox-cdc": {"#9ecae1", "#3182bd"}, "debezium": {"#fdae6b", "#e6550d"}, "bare reader": {"#c7e9c0", "#31a354"}}
+	colors := map[string][2]string{"outbox-cdc": {"#9ecae1", "#3182bd"}, "outbox-cdc exactly-once": {"#bcbddc", "#756bb1"},
+		"debezium": {"#fdae6b", "#e6550d"}, "debezium-eos": {"#fc9272", "#a50f15"}, "bare reader": {"#c7e9c0", "#31a354"}}
 	color := func(n string, i int) string {
 		if c, ok := colors[n]; ok {
 			return c[i]

@@ -54,13 +54,14 @@ func run() error {
 	out := flag.String("out", "bench-results", "directory for results.json and chart.svg")
 	profile := flag.String("cpuprofile", "", "write a CPU profile of outbox-cdc during the largest drain's first run to this file")
 	compare := flag.Bool("compare", false, "instead: outbox-cdc beside Debezium (and the bare reader's latency ceiling) on one Postgres and broker, -runs rounds, order rotated each round (two alternate)")
-	contenders := flag.String("contenders", "outbox-cdc,debezium", "with -compare: the relays compared")
+	contenders := flag.String("contenders", "outbox-cdc,debezium", "with -compare: the relays compared: outbox-cdc (outbox-cdc+--flag=value+name:LABEL adds flags and names the variant), debezium (Kafka Connect standalone), debezium-eos (Kafka Connect distributed, exactly-once source support)")
 	loads := flag.String("loads", "1000x1,3000x1,5000x1,1000x10", "with -compare: steady loads, TXPERSECxROWS")
 	phase := flag.Duration("phase", 20*time.Second, "with -compare: length of each steady load")
 	backlog := flag.Int("backlog", 100000, "with -compare: backlog drained by each relay")
 	relayArgs := flag.String("relay-args", "", "with -compare: extra outbox-cdc flags, space-separated (for tuning)")
 	types := flag.Int("aggregate-types", 3, "with -compare: aggregate types the events are spread over, each routed to a topic of its own (3 partitions each)")
 	ceiling := flag.Bool("ceiling", true, "with -compare: also measure the bare reader's latency ceiling at each load")
+	killDups := flag.Bool("kill-dups", true, "with -compare: also kill each relay with SIGKILL under 1000 tx/s × 1 for 10 s, each round, restart it, and count the events a read_committed consumer read twice or never")
 	messages := flag.Bool("messages", false, "instead: events as outbox rows against events as logical decoding messages, the writer's commits/s and WAL per event, and a backlog (-backlog) drained of each")
 	writes := flag.Int("writes", 20000, "with -messages: events written in each writer run, one per transaction")
 	writers := flag.Int("writers", 4, "with -messages: connections writing at once")
@@ -132,7 +133,8 @@ func run() error {
 		if err != nil {
 			return fmt.Errorf("-loads: %w", err)
 		}
-		return b.runCompare(ctx, root, strings.Split(*contenders, ","), strings.Fields(*relayArgs), *runs, ls, *phase, *backlog, *ceiling, *out)
+		cfg := compareConfig{Rounds: *runs, Loads: ls, Phase: *phase, Backlog: *backlog, Ceiling: *ceiling, KillDups: *killDups}
+		return b.runCompare(ctx, root, strings.Split(*contenders, ","), strings.Fields(*relayArgs), cfg, *out)
 	}
 
 	rep := report{Machine: machine(), Command: "go run ./cmd/outbox-bench " + strings.Join(os.Args[1:], " "), Runs: *runs, Started: time.Now().UTC()}

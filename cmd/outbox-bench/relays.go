@@ -61,70 +61,91 @@ func (b *bench) outboxCDC(extra []string) contender {
 // restart resumes where it stopped.
 func (b *bench) debezium(libs string) contender {
 	return contender{name: "debezium", start: func(_ context.Context, table string) (*exec.Cmd, error) {
-		pc, err := pgconn.ParseConfig(b.pgURL)
+		connector, err := b.debeziumConnector(table)
 		if err != nil {
 			return nil, err
 		}
 		dir := filepath.Join(b.tmp, "debezium-"+table)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, err
-		}
 		port, err := freePort()
 		if err != nil {
 			return nil, err
 		}
-		worker := strings.Join([]string{
+		worker := []string{
 			"bootstrap.servers=" + b.brokers,
 			"key.converter=org.apache.kafka.connect.storage.StringConverter",
 			"value.converter=org.apache.kafka.connect.storage.StringConverter",
 			"offset.storage.file.filename=" + filepath.Join(dir, "offsets.dat"),
 			"listeners=http://127.0.0.1:" + strconv.Itoa(port),
 			"plugin.path=",
-		}, "\n") + "\n"
-		connector := strings.Join([]string{
-			"name=" + table,
-			"connector.class=io.debezium.connector.postgresql.PostgresConnector",
-			"tasks.max=1",
-			"plugin.name=pgoutput",
-			"database.hostname=" + pc.Host,
-			"database.port=" + strconv.Itoa(int(pc.Port)),
-			"database.user=" + pc.User,
-			"database.password=" + pc.Password,
-			"database.dbname=" + pc.Database,
-			"topic.prefix=" + table,
-			"slot.name=" + table,
-			"publication.name=" + table,
-			"publication.autocreate.mode=filtered",
-			"table.include.list=public." + table,
-			"snapshot.mode=no_data",
-			"max.batch.size=8192",
-			"max.queue.size=32768",
-			"poll.interval.ms=5",
-			"transforms=outbox",
-			"transforms.outbox.type=io.debezium.transforms.outbox.EventRouter",
-			"transforms.outbox.table.field.event.key=aggregate_id",
-			"transforms.outbox.route.by.field=aggregate_type",
-			"transforms.outbox.route.topic.replacement=" + table + ".${routedByValue}",
-		}, "\n") + "\n"
-		log4j := "log4j.rootLogger=WARN, stderr\nlog4j.appender.stderr=org.apache.log4j.ConsoleAppender\n" +
-			"log4j.appender.stderr.Target=System.err\nlog4j.appender.stderr.layout=org.apache.log4j.PatternLayout\n" +
-			"log4j.appender.stderr.layout.ConversionPattern=[%d] %p %m (%c)%n\n"
-		for name, body := range map[string]string{"worker.properties": worker, "connector.properties": connector, "log4j.properties": log4j} {
-			if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
-				return nil, err
-			}
 		}
-		cmd := exec.Command("java", "-Xmx1g", "-Dlog4j.configuration=file:"+filepath.Join(dir, "log4j.properties"),
-			"-cp", filepath.Join(libs, "*"), "org.apache.kafka.connect.cli.ConnectStandalone",
-			filepath.Join(dir, "worker.properties"), filepath.Join(dir, "connector.properties"))
-		logf, err := os.OpenFile(filepath.Join(dir, "connect.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
+		files := map[string][]string{"worker.properties": worker, "connector.properties": connector}
+		return startConnect(libs, dir, files, "org.apache.kafka.connect.cli.ConnectStandalone", "worker.properties", "connector.properties")
+	}}
+}
+
+// debeziumConnector is the connector configuration of both Debezium
+// contenders, as key=value lines: table's slot and publication, its events
+// routed to table.{aggregate_type}.
+func (b *bench) debeziumConnector(table string) ([]string, error) {
+	pc, err := pgconn.ParseConfig(b.pgURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse the Postgres URL: %w", err)
+	}
+	return []string{
+		"name=" + table,
+		"connector.class=io.debezium.connector.postgresql.PostgresConnector",
+		"tasks.max=1",
+		"plugin.name=pgoutput",
+		"database.hostname=" + pc.Host,
+		"database.port=" + strconv.Itoa(int(pc.Port)),
+		"database.user=" + pc.User,
+		"database.password=" + pc.Password,
+		"database.dbname=" + pc.Database,
+		"topic.prefix=" + table,
+		"slot.name=" + table,
+		"publication.name=" + table,
+		"publication.autocreate.mode=filtered",
+		"table.include.list=public." + table,
+		"snapshot.mode=no_data",
+		"max.batch.size=8192",
+		"max.queue.size=32768",
+		"poll.interval.ms=5",
+		"transforms=outbox",
+		"transforms.outbox.type=io.debezium.transforms.outbox.EventRouter",
+		"transforms.outbox.table.field.event.key=aggregate_id",
+		"transforms.outbox.route.by.field=aggregate_type",
+		"transforms.outbox.route.topic.replacement=" + table + ".${routedByValue}",
+	}, nil
+}
+
+// startConnect writes files (key=value lines) and a log4j configuration
+// (warnings and errors to connect.log) to dir, and starts Kafka Connect's
+// mainClass with args, names of files in dir.
+func startConnect(libs, dir string, files map[string][]string, mainClass string, args ...string) (*exec.Cmd, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	files["log4j.properties"] = []string{"log4j.rootLogger=WARN, stderr", "log4j.appender.stderr=org.apache.log4j.ConsoleAppender",
+		"log4j.appender.stderr.Target=System.err", "log4j.appender.stderr.layout=org.apache.log4j.PatternLayout",
+		"log4j.appender.stderr.layout.ConversionPattern=[%d] %p %m (%c)%n"}
+	for name, lines := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
 			return nil, err
 		}
-		cmd.Stdout, cmd.Stderr = logf, logf
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		return cmd, cmd.Start()
-	}}
+	}
+	cmdArgs := []string{"-Xmx1g", "-Dlog4j.configuration=file:" + filepath.Join(dir, "log4j.properties"), "-cp", filepath.Join(libs, "*"), mainClass}
+	for _, a := range args {
+		cmdArgs = append(cmdArgs, filepath.Join(dir, a))
+	}
+	cmd := exec.Command("java", cmdArgs...)
+	logf, err := os.OpenFile(filepath.Join(dir, "connect.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close() // the child holds its own descriptor
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	return cmd, cmd.Start()
 }
 
 // fetchDebezium resolves Debezium's jars through scripts/debezium.sh and
