@@ -102,8 +102,12 @@ func signalThenKill(p *os.Process, done <-chan struct{}, sig os.Signal, grace ti
 }
 
 // WaitStreaming waits up to a minute until the slot the relay's --slot
-// names (outbox_cdc by default) is active in the Postgres at pgURL; the
-// relay exiting first fails the test.
+// names (outbox_cdc by default) is streamed in the Postgres at pgURL: held
+// by a walsender that started replication (pg_stat_replication's state
+// catchup or streaming). A slot the relay creates is active for a moment
+// under the connection that creates it (state startup), before the stream
+// takes it: TestPostgresTLS once found no walsender on the slot just
+// after. The relay exiting first fails the test.
 func (r *Relay) WaitStreaming(t testing.TB, pgURL string) {
 	t.Helper()
 	slot := "outbox_cdc"
@@ -121,7 +125,8 @@ func (r *Relay) WaitStreaming(t testing.TB, pgURL string) {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		var active bool
-		err := conn.QueryRow(ctx, `SELECT active FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&active)
+		err := conn.QueryRow(ctx, `SELECT r.active FROM pg_replication_slots r JOIN pg_stat_replication s ON s.pid = r.active_pid
+			WHERE r.slot_name = $1 AND s.state IN ('catchup', 'streaming')`, slot).Scan(&active)
 		if err == nil && active {
 			return
 		}
