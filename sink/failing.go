@@ -1,14 +1,19 @@
 package sink
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
+	produceAPI "github.com/segmentio/kafka-go/protocol/produce"
+	"github.com/segmentio/kafka-go/protocol/rawproduce"
 
 	"github.com/outbox-cdc/outbox-cdc/internal/backoff"
+	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
 // produceFailed is called on each failed produce attempt. It is turned
@@ -162,4 +167,75 @@ func (w *Writer) retry(msg kafka.Message) error {
 			return &Error{Topic: perr.Topic, Err: fmt.Errorf("writer closed while retrying: %w", perr.Err)}
 		}
 	}
+}
+
+// produce sends msgs to one partition in a request of their own, acks=all,
+// outside the senders: salvage's one-by-one retries use it while their
+// partition is held busy. Sent to a partition a salvage holds, msgs carry
+// its sequence; to any other (a dead letter), no producer id, since that
+// partition's sender may have a batch out with the sequence they would
+// need (a duplicate dead letter is allowed, as at least once).
+func (w *Writer) produce(topic string, id int, msgs []kafka.Message) error {
+	if err := w.hold(); err != nil {
+		return err
+	}
+	if err := w.ensureSession(); err != nil {
+		return err
+	}
+	tp := topicPartition{topic, id}
+	p, release := w.salvaged(tp)
+	defer release()
+	h := producer.NoProducer
+	if p != nil {
+		w.mu.Lock()
+		h = w.stamp(p)
+		w.mu.Unlock()
+	} else if w.transactional() {
+		return &transactionError{errDeadLetterOutsideTransaction}
+	}
+	if err := w.enlist([]batch{{p: p}}); err != nil {
+		return err
+	}
+	rs, err := w.encode(h, msgs)
+	if err != nil {
+		return &Error{Topic: topic, Err: err}
+	}
+	ctx, cancel := context.WithTimeout(w.abandon, produceTimeout+5*time.Second)
+	defer cancel()
+	req := &rawproduce.Request{
+		Acks: int16(kafka.RequireAll), Timeout: int32(produceTimeout / time.Millisecond),
+		Topics: []rawproduce.RequestTopic{{Topic: topic, Partitions: []rawproduce.RequestPartition{{Partition: int32(id), RecordSet: rs}}}},
+	}
+	if w.transactional() {
+		req.TransactionalID = w.cfg.Transaction.TransactionalID()
+	}
+	res, err := w.client.Transport.RoundTrip(ctx, w.client.Addr, req)
+	w.cfg.Observer.Request(1, len(msgs))
+	if err != nil {
+		return err
+	}
+	code, ok := answers(res.(*produceAPI.Response))[tp]
+	var refused error
+	if code != 0 {
+		refused = w.refusedInTransaction(kafka.Error(code))
+	}
+	switch {
+	case !ok:
+		return fmt.Errorf("no answer for %s/%d: %w", topic, id, protocol.ErrNoPartition)
+	case refused != nil:
+		return refused
+	case code != 0 && p != nil && h.ProducerID >= 0 && fenced(kafka.Error(code)):
+		if err := w.refence(p, h, kafka.Error(code)); err != nil {
+			return err
+		}
+		return &Error{Topic: topic, Err: kafka.Error(code), Transient: true} // sent again under its new sequence
+	case code != 0:
+		return kafka.Error(code)
+	}
+	if p != nil {
+		w.mu.Lock()
+		w.advance(p, h, len(msgs))
+		w.mu.Unlock()
+	}
+	return nil
 }
