@@ -246,7 +246,9 @@ func (t *Txn) fail(op string, kind, err error) error {
 	}
 	t.state, t.err = txnFatal, e
 	if kind == ErrFenced {
-		t.log.Error("fenced: another producer holds the transactional id; this one never writes again",
+		// Debug: the owner of the Txn logs the one line an operator reads
+		// (the relay: fenced, standing by).
+		t.log.Debug("fenced: another producer holds the transactional id; this one never writes again",
 			slog.Int64("producer_id", t.id), slog.Int("epoch", int(t.epoch)), slog.String("op", op))
 	} else {
 		t.log.Error("transactional producer failed for good", slog.String("op", op), slog.Any("err", err))

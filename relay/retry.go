@@ -55,9 +55,9 @@ func (r *Relay) reconnect(ctx context.Context, start pglogrepl.LSN) error {
 			// Exactly-once: an instance that took the slot took the
 			// transactional id too. This one's producer is dead; it waits
 			// for the slot like any second instance (one line, not two).
-			log.Warn("fenced: another instance took the slot and the transactional id, or a Kafka transaction stayed open past "+
+			log.Warn("fenced, standing by: another instance took the slot and the transactional id, or a Kafka transaction stayed open past "+
 				"--transaction-timeout (a Postgres transaction that takes longer to stream: raise it); this producer writes nothing more, "+
-				"and the relay stands by for the slot",
+				"and the relay takes the slot over when it is free",
 				slog.String("slot", r.target.Slot), slog.Any("err", err))
 			err, standby = replication.ErrSlotActive, true
 		}
