@@ -136,3 +136,17 @@ func (c Config) validateCheckpointTopic() error {
 	}
 	return nil
 }
+
+// pacing is the least time between two produce requests to one broker
+// given --batch-timeout. In exactly-once it is at least the transaction
+// interval: records are invisible until the commit, which sends what
+// gathered at once (Flush), so requests leave no more often than commits:
+// fewer, fuller requests for the broker (at 1,000 tx/s 42 a second instead
+// of 156, docs/exactly-once.md) and no later visibility. A full batch still
+// leaves at once, so a large transaction streams.
+func (d Delivery) pacing(batchTimeout time.Duration) time.Duration {
+	if d.Mode != ExactlyOnce {
+		return batchTimeout
+	}
+	return max(batchTimeout, d.TransactionInterval)
+}

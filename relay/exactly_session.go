@@ -25,7 +25,7 @@ import (
 // instance, say) before Postgres ends it, rather than taking the id after
 // another took the slot, and fencing it. A failure is retried by a new
 // session.
-const openTimeout = 20 * time.Second
+var openTimeout = 20 * time.Second
 
 // ensureCheckpointTopic creates the checkpoint topic of exactly-once, or
 // checks that it is compacted, before the first session.

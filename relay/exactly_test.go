@@ -171,3 +171,22 @@ func TestCheckpointTopicOfItsOwn(t *testing.T) {
 		})
 	}
 }
+
+// TestExactlyPacing: in exactly-once, produce requests leave no more often
+// than commits; at-least-once keeps --batch-timeout.
+func TestExactlyPacing(t *testing.T) {
+	eos := defaultDelivery()
+	eos.Mode = ExactlyOnce
+	for _, tt := range []struct {
+		d           Delivery
+		batch, want time.Duration
+	}{
+		{defaultDelivery(), 7 * time.Millisecond, 7 * time.Millisecond},
+		{eos, 7 * time.Millisecond, eos.TransactionInterval},
+		{eos, time.Second, time.Second},
+	} {
+		if got := tt.d.pacing(tt.batch); got != tt.want {
+			t.Errorf("%s with --batch-timeout %s: paced %s, want %s", tt.d.Mode, tt.batch, got, tt.want)
+		}
+	}
+}
