@@ -94,8 +94,9 @@ test-analytics: setup-tests
 
 # Apache Spark (pyspark from PyPI, its Kafka source from Maven Central; ~380 MB
 # under ~/.cache/outbox-cdc, ~30 s, once) counts a topic's structured
-# CloudEvents by type, read_committed, after a kill -9 of the relay: distinct
-# ids = committed rows per type (about 30 s once installed).
+# CloudEvents by type, read_committed, after a kill -9 of the relay, in each
+# delivery: at least once distinct ids = committed rows per type, exactly once
+# records = committed rows (about 50 s once installed).
 test-engine: setup-tests
 	SETUP_ENGINE=1 scripts/setup.sh
 	scripts/analytics/spark.sh fetch

@@ -56,9 +56,10 @@ type engineResult struct {
 
 // TestEngineCountsByType writes events of three types in many transactions
 // (some rolled back), kills outbox-cdc with SIGKILL mid-way and restarts it,
-// then has Spark count the topic by type: the distinct ids per type are
-// exactly the committed rows per type; the records may be more (at-least-
-// once repeats what the killed relay had sent but not confirmed).
+// then has Spark count the topic by type, read_committed, in each delivery:
+// at least once, the distinct ids per type are exactly the committed rows
+// per type and the records may be more (the killed relay's sent but not
+// confirmed events repeat); exactly once, the records themselves are.
 func TestEngineCountsByType(t *testing.T) {
 	if os.Getenv(engineEnv) != "1" {
 		t.Skipf("runs Apache Spark (pyspark and its Kafka source, ~380 MB cached once): %s=1 go test -run TestEngine ./test/integration/ (make test-engine)", engineEnv)
@@ -71,10 +72,21 @@ func TestEngineCountsByType(t *testing.T) {
 	sparkSh := filepath.Join(root, "scripts", "analytics", "spark.sh")
 	runEngineScript(t, 20*time.Minute, sparkSh, "fetch") // the first run installs; later ones return at once
 	t.Logf("spark.sh fetch: %s", time.Since(began).Round(time.Millisecond))
+	for _, exact := range []bool{false, true} {
+		name := map[bool]string{false: "at-least-once", true: "exactly-once"}[exact]
+		t.Run(name, func(t *testing.T) { engineCountsAfterKill(t, sparkSh, exact) })
+	}
+}
 
+// engineCountsAfterKill is TestEngineCountsByType in one delivery.
+func engineCountsAfterKill(t *testing.T, sparkSh string, exact bool) {
+	began := time.Now()
 	o := newOutbox(t, "engine", defaultColumns)
 	topic := o.name + ".order"
 	args := o.args("--envelope", engineEnvelope)
+	if exact {
+		args = exactlyArgs(o, "--envelope", engineEnvelope)
+	}
 	r := startRelay(t, args...)
 	w := newWritten()
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 26))
@@ -97,7 +109,7 @@ func TestEngineCountsByType(t *testing.T) {
 	t.Logf("%s (%s query, %s envelope): %d records, %d distinct ids in %s (%.1f s inside the job)",
 		res.Engine, res.Query, engineEnvelope, res.Records, res.DistinctIDs, time.Since(sparkBegan).Round(time.Millisecond), res.ElapsedS)
 
-	checkEngineCounts(t, o, w, res)
+	checkEngineCounts(t, o, w, res, exact)
 	t.Logf("killed with %d of %d rows committed; %d duplicates after the kill -9; relayed in %s, whole test %s",
 		atKill, engineRows, res.Records-res.Invalid-res.DistinctIDs, relayed.Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
 }
@@ -188,8 +200,8 @@ func readEngineResult(t *testing.T, path string) engineResult {
 }
 
 // checkEngineCounts holds the engine's counts to what Postgres committed:
-// per type, distinct ids exactly, records at least.
-func checkEngineCounts(t *testing.T, o *outbox, w *written, res engineResult) {
+// per type, distinct ids exactly, records at least (exactly: records exactly).
+func checkEngineCounts(t *testing.T, o *outbox, w *written, res engineResult, exact bool) {
 	t.Helper()
 	committed := committedByType(t, o)
 	w.mu.Lock()
@@ -208,8 +220,8 @@ func checkEngineCounts(t *testing.T, o *outbox, w *written, res engineResult) {
 		if got.DistinctIDs != want {
 			t.Errorf("type %s: %d distinct ids, want exactly the %d committed rows", et.name, got.DistinctIDs, want)
 		}
-		if got.Records < want {
-			t.Errorf("type %s: %d records, fewer than the %d committed rows", et.name, got.Records, want)
+		if got.Records < want || exact && got.Records != want {
+			t.Errorf("type %s: %d records for the %d committed rows (exactly-once: %v)", et.name, got.Records, want, exact)
 		}
 		t.Logf("type %-13s committed %5d, distinct ids %5d, records %5d (%d duplicates)",
 			et.name, want, got.DistinctIDs, got.Records, got.Records-got.DistinctIDs)
