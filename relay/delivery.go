@@ -143,7 +143,8 @@ func (c Config) validateCheckpointTopic() error {
 // gathered at once (Flush), so requests leave no more often than commits:
 // fewer, fuller requests for the broker (at 1,000 tx/s 42 a second instead
 // of 156, docs/exactly-once.md) and no later visibility. A full batch still
-// leaves at once, so a large transaction streams.
+// leaves at once, and so does every request while a Postgres transaction
+// spans a commit's tick (exactly.takeGate), so a large transaction streams.
 func (d Delivery) pacing(batchTimeout time.Duration) time.Duration {
 	if d.Mode != ExactlyOnce {
 		return batchTimeout

@@ -200,11 +200,7 @@ func (x *exactly) run(ctx context.Context) error {
 		if x.uncommitted.Load() == 0 {
 			continue
 		}
-		select {
-		case x.gate <- struct{}{}:
-		case <-x.stop:
-			return nil
-		case <-ctx.Done():
+		if !x.takeGate(ctx) {
 			return nil
 		}
 		err := x.commit()
@@ -213,6 +209,34 @@ func (x *exactly) run(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// takeGate takes the commit gate, false when stop or ctx ends first. A
+// gate held at the tick is a Postgres transaction spanning it: nothing can
+// commit before its end, so holding requests back for the commit (the
+// writer's pacing, Delivery.pacing) gains nothing, and would stream a
+// transaction larger than the in-flight window one window per interval,
+// perhaps past the transaction timeout. Requests then leave at once until
+// the commit (whose Flush(false) ends it).
+func (x *exactly) takeGate(ctx context.Context) bool {
+	select {
+	case x.gate <- struct{}{}:
+		return true
+	default:
+	}
+	if x.flush != nil {
+		x.flush(true)
+	}
+	select {
+	case x.gate <- struct{}{}:
+		return true
+	case <-x.stop:
+	case <-ctx.Done():
+	}
+	if x.flush != nil {
+		x.flush(false)
+	}
+	return false
 }
 
 // commit commits the open Kafka transaction with the checkpoint of the

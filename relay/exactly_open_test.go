@@ -95,7 +95,7 @@ func countRequests(c *kfake.Cluster, key kmsg.Key) *atomic.Int32 {
 // holding the slot unread until Postgres ends the connection.
 func TestOpenBounded(t *testing.T) {
 	was := openTimeout
-	openTimeout = time.Second
+	openTimeout = 3 * time.Second // room for ApiVersions, FindCoordinator and InitProducerID before a held request on a loaded machine
 	t.Cleanup(func() { openTimeout = was })
 	for _, tt := range []struct {
 		name   string

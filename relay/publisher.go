@@ -45,7 +45,9 @@ func (r *Relay) newPublisher(ctx context.Context, track acker, hold func(context
 		dlq = cfg.Topics.DeadLetterTopic
 	}
 	pc := cfg.Producer
-	pc.BatchTimeout = cfg.Delivery.pacing(pc.BatchTimeout)
+	if txn != nil {
+		pc.BatchTimeout = cfg.Delivery.pacing(pc.BatchTimeout) // not the backfill's: its records are visible at once
+	}
 	p.writer = sink.NewWriter(sink.Config{
 		Brokers: cfg.Kafka.Brokers, Topic: r.topic, Topics: r.topics, BatchSize: pc.BatchSize, BatchTimeout: pc.BatchTimeout, Compression: sink.Codec(pc.Compression),
 		MaxMessageBytes: pc.MaxMessageBytes, CreateTopics: cfg.Topics.Create, TopicSpec: cfg.Defaults.Route.Spec,

@@ -173,3 +173,31 @@ func checkLargeTransaction(t *testing.T, topic string, rows int) {
 		t.Errorf("read %d distinct events (want %d), %d duplicates, %d out of order", len(seen), rows+1, dups, disorder)
 	}
 }
+
+// TestExactlyOnceSlowInterval streams one Postgres transaction 40 times the
+// in-flight window with Kafka transactions of 2 s. Produce requests held
+// back for the commit (exactly-once paces them to the interval) would move
+// one window per interval, 80 s, past the 30 s transaction timeout, and the
+// broker would abort and fence every attempt for ever; once a commit's
+// tick finds the Postgres transaction spanning it, they leave at once, and
+// it commits as one, fenced never.
+func TestExactlyOnceSlowInterval(t *testing.T) {
+	slowFault(t)
+	const rows = 20000
+	o := newOutbox(t, "eosslow", defaultColumns)
+	r := startRelay(t, exactlyArgs(o, "--max-in-flight", "500", "--transaction-interval", "2s", "--transaction-timeout", "30s")...)
+	began := time.Now()
+	if _, err := o.db.Exec(context.Background(), fmt.Sprintf(`INSERT INTO %s (id, aggregate_type, aggregate_id, event_type, payload)
+		SELECT gen_random_uuid(), 'order', (g %% 100)::text, 'Placed', jsonb_build_object('n', g)
+		FROM generate_series(1, %d) g`, o.name, rows)); err != nil {
+		t.Fatal(err)
+	}
+	msgs := consumeCommitted(t, []string{o.name + ".order"}, rows, 2*time.Minute)
+	if len(msgs) != rows {
+		t.Fatalf("read %d records at read_committed, want the %d rows of the transaction", len(msgs), rows)
+	}
+	if n := r.countLines("fenced"); n != 0 {
+		t.Errorf("the relay was fenced %d times (its transaction outlived the timeout):\n%s", n, testkit.Tail(r.LogText(), 10))
+	}
+	t.Logf("%d rows in one transaction, window 500, interval 2s: readable after %s", rows, time.Since(began).Round(time.Millisecond))
+}
