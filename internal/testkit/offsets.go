@@ -3,6 +3,7 @@ package testkit
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/segmentio/kafka-go"
 )
@@ -13,12 +14,9 @@ func EndOffsets(ctx context.Context, client *kafka.Client, topics []string) (map
 	ends := make(map[string]map[int]int64)
 	var total int64
 	for _, topic := range topics {
-		md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+		md, err := partitioned(ctx, client, topic)
 		if err != nil {
 			return nil, 0, err
-		}
-		if len(md.Topics) != 1 || md.Topics[0].Error != nil {
-			return nil, 0, fmt.Errorf("topic %s not there yet", topic)
 		}
 		req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
 		for _, p := range md.Topics[0].Partitions {
@@ -41,4 +39,27 @@ func EndOffsets(ctx context.Context, client *kafka.Client, topics []string) (map
 		}
 	}
 	return ends, total, nil
+}
+
+// partitioned returns topic's metadata once it lists partitions: a topic
+// just created can be answered for a moment without them, even after a
+// consumer read from it, and end offsets summed then would leave them out.
+func partitioned(ctx context.Context, client *kafka.Client, topic string) (*kafka.MetadataResponse, error) {
+	for {
+		md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+		if err != nil {
+			return nil, err
+		}
+		if len(md.Topics) != 1 || md.Topics[0].Error != nil {
+			return nil, fmt.Errorf("topic %s not there yet", topic)
+		}
+		if len(md.Topics[0].Partitions) > 0 {
+			return md, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("topic %s: no partitions in its metadata: %w", topic, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }

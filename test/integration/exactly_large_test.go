@@ -90,9 +90,21 @@ func offsetSums(t *testing.T, topic string) (stable, high int64) {
 	client := &kafka.Client{Addr: kafka.TCP(broker.Brokers), Timeout: 10 * time.Second}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
-	if err != nil || len(md.Topics) != 1 {
-		t.Fatalf("metadata of %s: %v", topic, err)
+	// A topic just created can be in the broker's answer without its
+	// partitions for a moment, even once a consumer read from it: the sums
+	// would leave them out (and a later one seem to move).
+	var md *kafka.MetadataResponse
+	for {
+		var err error
+		md, err = client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+		if err == nil && len(md.Topics) == 1 && md.Topics[0].Error == nil && len(md.Topics[0].Partitions) > 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("metadata of %s: %v (last answer: %+v)", topic, err, md)
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 	var reqs []kafka.OffsetRequest
 	for _, p := range md.Topics[0].Partitions {
