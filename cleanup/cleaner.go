@@ -34,6 +34,12 @@ type Cleaner struct {
 	ready   []settled      // acknowledged, waiting for their delete
 	wake    chan struct{}
 	deleted int64
+	// Exactly-once (see Hold): acknowledged in a Kafka transaction not yet
+	// committed; and how many released of them are not yet cleaned.
+	held      []settled
+	releasing int
+
+	rconn *pgx.Conn // Release's; owned by the one Release at a time
 }
 
 type table struct {
@@ -73,6 +79,7 @@ type settled struct {
 	row    row
 	act    action
 	reason string // the dead letter's, with bury
+	acked  bool   // acked by the caller already (Hold): counted by Release, not acked
 }
 
 // Table is one outbox table and what happens to its rows once their events
@@ -177,6 +184,17 @@ func (c *Cleaner) Track(seq uint64, table, id string, xid uint32) {
 // it went to the dead-letter topic, and its row is kept, or marked dead.
 func (c *Cleaner) Done(seq uint64, reason string) {
 	c.mu.Lock()
+	c.ready = append(c.ready, c.settle(seq, reason))
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// settle returns what becomes of seq's row, no longer tracked. Called with
+// mu held.
+func (c *Cleaner) settle(seq uint64, reason string) settled {
 	r, tracked := c.rows[seq]
 	delete(c.rows, seq)
 	st := settled{seq: seq, row: r}
@@ -188,12 +206,7 @@ func (c *Cleaner) Done(seq uint64, reason string) {
 	case reason != "" && tb.dead.sql != "":
 		st.act, st.reason = bury, reason
 	}
-	c.ready = append(c.ready, st)
-	c.mu.Unlock()
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
+	return st
 }
 
 // Run deletes and acks until ctx ends. A failed delete is retried, with a
@@ -326,8 +339,13 @@ func (c *Cleaner) flush(ctx context.Context, conn **pgx.Conn) (int, error) {
 		}
 	}
 	for _, s := range batch {
-		c.ack(s.seq)
+		if !s.acked {
+			c.ack(s.seq)
+		}
 	}
+	c.mu.Lock()
+	c.released(batch)
+	c.mu.Unlock()
 	return len(batch), nil
 }
 

@@ -8,4 +8,7 @@
 // replays the event (a duplicate, as at-least-once allows) and cleans the
 // row then; no row is ever cleaned before its event is in Kafka. Statements
 // are batched by id; identifiers are quoted and values bound as parameters.
+//
+// With exactly-once delivery a row is cleaned only after the Kafka
+// transaction holding its event commits (Hold, Release).
 package cleanup

@@ -72,7 +72,7 @@ func newFlags(c *Config) *flags {
 	f.str(gFile, &f.raw.config, "config", "YAML or JSON file holding any setting below, under the flag's name with _ for - (kafka_brokers: [a:9092, b:9092]), and tables: a list of tables, each with its own settings (see docs/reference.md and docs/config.schema.json); a flag or variable wins over the file")
 	f.str(gPostgres, &r.PostgresURL, "postgres-url", "Postgres connection string, libpq URL or key=value (required); TLS through sslmode, sslrootcert, sslcert and sslkey; the replication connection adds replication=database itself")
 	slotFlags(f, r)
-	f.value(gCleanup, enum[cleanup.Policy]{&r.Cleanup}, "cleanup", "none; delete-after-publish: delete each row once Kafka acknowledged its event (by the id column, which must be unique), before its position is confirmed, dead-lettered rows kept; or mark: update it instead, by --mark (and dead-lettered rows by --mark-dead)")
+	f.value(gCleanup, enum[cleanup.Policy]{&r.Cleanup}, "cleanup", "none; delete-after-publish: delete each row once Kafka acknowledged its event (exactly-once: once its Kafka transaction committed) (by the id column, which must be unique), before its position is confirmed, dead-lettered rows kept; or mark: update it instead, by --mark (and dead-lettered rows by --mark-dead)")
 	tableFlags(f, &r.Defaults, true)
 	f.boolean(gCleanup, &r.BackfillForce, "backfill-force", "run --backfill-where again on an existing slot, in a snapshot of its own: rows it finds that the slot also streams are published twice")
 	kafkaFlags(f, &r.Kafka)

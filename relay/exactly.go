@@ -13,6 +13,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/outbox-cdc/outbox-cdc/checkpoint"
+	"github.com/outbox-cdc/outbox-cdc/cleanup"
 	"github.com/outbox-cdc/outbox-cdc/decode"
 	"github.com/outbox-cdc/outbox-cdc/producer"
 )
@@ -49,6 +50,7 @@ type exactly struct {
 	ckpt   *checkpoint.Writer
 	base   checkpoint.Record // the slot, system and instance every record names
 	flush  func(on bool)     // the writer's Flush, set once it exists
+	clean  *cleanup.Cleaner  // with --cleanup: cleans a commit's rows (Release); set once it exists
 	// ended is told of each Kafka transaction that ended: committed, and
 	// how long its commit held publishing back; or not (metrics).
 	ended func(committed bool, took time.Duration)
@@ -77,6 +79,10 @@ type exactly struct {
 	// under the gate; read by finish once the committer stopped.
 	unsure    bool
 	committed atomic.Uint64 // the slot may be confirmed up to here
+	// cleaning is set from a commit until its rows are cleaned (clean):
+	// the tracker, which saw their events acked, must not move the
+	// position past them meanwhile (Confirmed).
+	cleaning atomic.Bool
 
 	// The committer goroutine (run), owned by the session: stop ends it
 	// between two commits, abort cuts a commit short.
@@ -159,7 +165,7 @@ func (x *exactly) leave(end pglogrepl.LSN) {
 // which alone adds to uncommitted.
 func (x *exactly) Confirmed() pglogrepl.LSN {
 	c := pglogrepl.LSN(x.committed.Load())
-	if x.uncommitted.Load() == 0 && !x.held {
+	if x.uncommitted.Load() == 0 && !x.held && !x.cleaning.Load() {
 		if t := x.track.Confirmed(); t > c {
 			x.raise(t)
 			c = t
@@ -269,7 +275,11 @@ func (x *exactly) commit() error {
 		return fmt.Errorf("commit the kafka transaction through %s: %w", b.end, err)
 	}
 	x.unsure = false
-	x.raise(b.end)
+	if x.clean != nil {
+		x.cleaning.Store(true)
+	} else {
+		x.raise(b.end)
+	}
 	x.uncommitted.Add(-n)
 	if x.ended != nil {
 		x.ended(true, time.Since(began))
@@ -277,6 +287,16 @@ func (x *exactly) commit() error {
 	x.log.Debug("kafka transaction committed", slog.Int64("events", n), slog.String("through", b.end.String()))
 	if err := x.txn.Begin(); err != nil {
 		return fmt.Errorf("begin a kafka transaction: %w", err)
+	}
+	if x.clean != nil {
+		// The rows go only now, and the slot moves past them only once
+		// they are gone: a failure here ends the session, and the next
+		// cleans them (see cleanup.Hold).
+		if err := x.clean.Release(ctx); err != nil {
+			return err
+		}
+		x.raise(b.end)
+		x.cleaning.Store(false)
 	}
 	return nil
 }
@@ -321,6 +341,9 @@ func (x *exactly) finish(ctx context.Context, commit, drained bool) error {
 	x.halt()
 	if x.client != nil {
 		defer closeIdle(x.client)
+	}
+	if x.clean != nil {
+		defer x.clean.CloseRelease()
 	}
 	if x.txn == nil {
 		return nil // the session ended before its transaction was ready

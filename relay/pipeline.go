@@ -38,6 +38,11 @@ type pendingEvent struct {
 	// standalone is the end of a non-transactional message's own
 	// transaction, committed once the event is handed over; 0 otherwise.
 	standalone pglogrepl.LSN
+	// cleanOnly: exactly-once's checkpoint says Kafka holds the event
+	// already, but --cleanup may not have cleaned its row (a crash between
+	// the Kafka commit and the statement): the row is cleaned, the event
+	// not sent.
+	cleanOnly bool
 }
 
 func (p *pipeline) handle(ctx context.Context, _ pglogrepl.LSN, data []byte) error {
@@ -94,6 +99,10 @@ func (p *pipeline) skipped() bool {
 	if p.ex == nil || !p.ex.skips(commit, pe.standalone != 0) {
 		return false
 	}
+	if p.clean != nil && pe.row() != nil {
+		pe.cleanOnly = true
+		return false
+	}
 	p.pending = nil
 	if pe.standalone != 0 {
 		p.track.Commit(pe.standalone)
@@ -122,13 +131,17 @@ func (p *pipeline) enter(ctx context.Context, pe *pendingEvent) error {
 // short, it keeps the event pending, to be resumed by the next call.
 func (p *pipeline) hand(ctx context.Context) error {
 	pe, out := p.pending, outlet{track: p.track, pub: p.pub, clean: p.clean}
-	if err := p.enter(ctx, pe); err != nil {
-		return err
+	if !pe.cleanOnly {
+		if err := p.enter(ctx, pe); err != nil {
+			return err
+		}
 	}
 	if err := out.reserve(ctx, pe); err != nil {
 		return err
 	}
-	if err := out.send(ctx, pe); err != nil {
+	if pe.cleanOnly {
+		out.cleanOnly(pe)
+	} else if err := out.send(ctx, pe); err != nil {
 		return err
 	}
 	p.pending = nil
@@ -171,17 +184,44 @@ func (o outlet) reserve(ctx context.Context, pe *pendingEvent) error {
 	return nil
 }
 
+// row returns the table, id and xid of pe's row, with the dead letter's
+// reason for a row that did not decode; nil for a message, or a row that
+// did not decode without an id.
+func (pe *pendingEvent) row() *cleanRow {
+	switch {
+	case pe.invalid != nil && pe.invalid.ID != "" && !strings.HasPrefix(pe.invalid.Table, decode.MessageSource):
+		return &cleanRow{table: pe.invalid.Table, id: pe.invalid.ID, xid: pe.invalid.Xid, reason: pe.invalid.Reason}
+	case pe.invalid == nil && !pe.ev.Message:
+		return &cleanRow{table: pe.ev.Table, id: pe.ev.ID, xid: pe.ev.Xid}
+	}
+	return nil
+}
+
+// cleanRow is what the cleaner needs of an event's row.
+type cleanRow struct {
+	table, id, reason string
+	xid               uint32
+}
+
+// cleanOnly has reserved pe's row cleaned without sending its event (see
+// pendingEvent.cleanOnly); its seq is acked once the row is clean. A row
+// that went to the dead-letter topic for a reason other than its decoding
+// (too large, refused) is cleaned here as published: the crash left no
+// record of that reason.
+func (o outlet) cleanOnly(pe *pendingEvent) {
+	r := pe.row()
+	o.clean.Track(uint64(pe.seq), r.table, r.id, r.xid)
+	o.clean.Done(uint64(pe.seq), r.reason)
+}
+
 // send hands reserved pe to the sink (a row that did not decode, to the
 // dead-letter topic); its fate comes back with its seq.
 func (o outlet) send(ctx context.Context, pe *pendingEvent) error {
-	if pe.invalid != nil {
-		if o.clean != nil && pe.invalid.ID != "" && !strings.HasPrefix(pe.invalid.Table, decode.MessageSource) {
-			o.clean.Track(uint64(pe.seq), pe.invalid.Table, pe.invalid.ID, pe.invalid.Xid) // for --mark-dead
-		}
-		return o.pub.DeadLetterRow(ctx, pe.invalid, uint64(pe.seq))
+	if r := pe.row(); o.clean != nil && r != nil {
+		o.clean.Track(uint64(pe.seq), r.table, r.id, r.xid) // a dead letter's for --mark-dead
 	}
-	if o.clean != nil && !pe.ev.Message {
-		o.clean.Track(uint64(pe.seq), pe.ev.Table, pe.ev.ID, pe.ev.Xid)
+	if pe.invalid != nil {
+		return o.pub.DeadLetterRow(ctx, pe.invalid, uint64(pe.seq))
 	}
 	if err := o.pub.Publish(ctx, &pe.ev, uint64(pe.seq)); err != nil {
 		return fmt.Errorf("event %s at %s: %w", pe.ev.ID, pe.ev.CommitLSN, err)

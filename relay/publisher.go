@@ -61,6 +61,11 @@ func (r *Relay) newPublisher(ctx context.Context, track acker, hold func(context
 			case p.failed <- err:
 			default:
 			}
+		case p.cleaner != nil && txn != nil:
+			// Acked now, for the commit and the window; the row is cleaned
+			// once the commit is made (exactly.commit releases it).
+			p.cleaner.Hold(token, reason)
+			ack(token)
 		case p.cleaner != nil:
 			p.cleaner.Done(token, reason) // acks once the row is deleted or marked
 		default:
