@@ -54,8 +54,13 @@ func (r *Relay) reconnect(ctx context.Context, start pglogrepl.LSN) error {
 		if errors.Is(err, producer.ErrFenced) {
 			// Exactly-once: an instance that took the slot took the
 			// transactional id too. This one's producer is dead; it waits
-			// for the slot like any second instance (one line, not two).
-			log.Warn("fenced, standing by: another instance took the slot and the transactional id, or a Kafka transaction stayed open past "+
+			// for the slot like any second instance (one line, not two;
+			// none more while it stands by).
+			level := slog.LevelWarn
+			if standby {
+				level = slog.LevelDebug
+			}
+			log.Log(ctx, level, "fenced, standing by: another instance took the slot and the transactional id, or a Kafka transaction stayed open past "+
 				"--transaction-timeout (a Postgres transaction that takes longer to stream: raise it); this producer writes nothing more, "+
 				"and the relay takes the slot over when it is free",
 				slog.String("slot", r.target.Slot), slog.Any("err", err))
