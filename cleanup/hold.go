@@ -21,8 +21,8 @@ import (
 // publishing them (Done, as in at-least-once).
 
 // Hold takes Kafka's acknowledgement of the event under seq, sent in a
-// Kafka transaction that has yet to commit: its row is cleaned by the next
-// Release, and its event is never acked by the cleaner (the caller acked
+// Kafka transaction that has yet to commit: its row is cleaned once that
+// commits (Commit, then Release), and its event is never acked by the cleaner (the caller acked
 // it). A reason says it went to the dead-letter topic, as with Done.
 func (c *Cleaner) Hold(seq uint64, reason string) {
 	c.mu.Lock()
@@ -32,19 +32,36 @@ func (c *Cleaner) Hold(seq uint64, reason string) {
 	c.held = append(c.held, st)
 }
 
-// Release cleans the rows of every event held so far (their Kafka
-// transaction committed) and returns once they are all cleaned, or with
-// ctx's end or a failing statement: the caller then confirms nothing past
-// them, and the next session cleans them (see Hold). One Release runs at a
-// time; it cleans on a connection of its own, so it needs not Run (the
-// last commit of a session comes after the cleaner stopped).
-func (c *Cleaner) Release(ctx context.Context) error {
+// Committed is what Hold held when a Kafka transaction committed: the rows
+// of its events, for Release.
+type Committed struct{ rows []settled }
+
+// Commit takes every row held so far: call it once the Kafka transaction
+// of their events committed, before any event of the next is acknowledged
+// (while nothing more is handed over), and Release the result.
+func (c *Cleaner) Commit() Committed {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	held := c.held
 	c.held = nil
-	c.releasing += len(held)
-	c.ready = append(c.ready, held...)
+	return Committed{rows: held}
+}
+
+// Release cleans the rows of a committed Kafka transaction and returns
+// once they are all cleaned, or with ctx's end or a failing statement: the
+// caller then confirms nothing past them, and the next session cleans them
+// (see Hold). One Release runs at a time. It cleans on a connection of its
+// own, so it needs not Run (the last commit of a session comes after the
+// cleaner stopped), and wakes Run to clean beside it.
+func (c *Cleaner) Release(ctx context.Context, done Committed) error {
+	c.mu.Lock()
+	c.releasing += len(done.rows)
+	c.ready = append(c.ready, done.rows...)
 	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
 	for {
 		c.mu.Lock()
 		left := c.releasing

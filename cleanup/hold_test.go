@@ -27,9 +27,15 @@ func TestHoldRelease(t *testing.T) {
 	if c.releasing != 0 || len(c.held) != 3 || len(c.ready) != 1 {
 		t.Fatalf("before Release: releasing %d, held %d, ready %d; want 0, 3, 1", c.releasing, len(c.held), len(c.ready))
 	}
-	if err := c.Release(ctx); err != nil {
+	committed := c.Commit()
+	c.Hold(5, "") // the next Kafka transaction's: not released with this one
+	if err := c.Release(ctx, committed); err != nil {
 		t.Fatal(err)
 	}
+	if len(c.held) != 1 {
+		t.Errorf("held %d after Release, want 1 (the next transaction's)", len(c.held))
+	}
+	c.held = nil
 	if c.releasing != 0 || len(c.held) != 0 || len(c.ready) != 0 {
 		t.Errorf("after Release: releasing %d, held %d, ready %d; want 0, 0, 0", c.releasing, len(c.held), len(c.ready))
 	}
@@ -45,7 +51,7 @@ func TestHoldRelease(t *testing.T) {
 		c.Hold(100+seq, "")
 	}
 	c.wake <- struct{}{}
-	if err := c.Release(ctx); err != nil {
+	if err := c.Release(ctx, c.Commit()); err != nil {
 		t.Fatalf("Release beside Run: %v", err)
 	}
 	c.mu.Lock()

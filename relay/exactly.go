@@ -83,6 +83,11 @@ type exactly struct {
 	// the tracker, which saw their events acked, must not move the
 	// position past them meanwhile (Confirmed).
 	cleaning atomic.Bool
+	// What settle cleans next, and the end it then confirms: set by a
+	// commit, owned by whoever committed.
+	toClean  cleanup.Committed
+	cleanEnd pglogrepl.LSN
+	settling bool
 
 	// The committer goroutine (run), owned by the session: stop ends it
 	// between two commits, abort cuts a commit short.
@@ -211,6 +216,9 @@ func (x *exactly) run(ctx context.Context) error {
 		}
 		err := x.commit()
 		<-x.gate
+		if err == nil {
+			err = x.settle()
+		}
 		if err != nil {
 			return err
 		}
@@ -254,6 +262,9 @@ func (x *exactly) commit() error {
 	if n == 0 {
 		return nil
 	}
+	if x.settling {
+		return errors.New("exactly-once: the rows of the last kafka commit are not cleaned yet")
+	}
 	began := time.Now()
 	b := x.closed
 	ctx, cancel := context.WithTimeout(x.abortCtx, x.timeout)
@@ -276,7 +287,10 @@ func (x *exactly) commit() error {
 	}
 	x.unsure = false
 	if x.clean != nil {
+		// Every event handed over is acknowledged, and none more comes
+		// before the gate opens: what the cleaner holds is this commit's.
 		x.cleaning.Store(true)
+		x.toClean, x.cleanEnd, x.settling = x.clean.Commit(), b.end, true
 	} else {
 		x.raise(b.end)
 	}
@@ -288,16 +302,25 @@ func (x *exactly) commit() error {
 	if err := x.txn.Begin(); err != nil {
 		return fmt.Errorf("begin a kafka transaction: %w", err)
 	}
-	if x.clean != nil {
-		// The rows go only now, and the slot moves past them only once
-		// they are gone: a failure here ends the session, and the next
-		// cleans them (see cleanup.Hold).
-		if err := x.clean.Release(ctx); err != nil {
-			return err
-		}
-		x.raise(b.end)
-		x.cleaning.Store(false)
+	return nil
+}
+
+// settle cleans the rows (--cleanup) of the Kafka transaction that commit
+// committed, and only then lets the slot move past it. It runs after the
+// gate opened, so that publishing goes on meanwhile; the next commit waits
+// for it. A failure ends the session, and the next one cleans those rows
+// (see cleanup.Hold). Called by whoever committed: the committer, or
+// finish once it stopped.
+func (x *exactly) settle() error {
+	if !x.settling {
+		return nil
 	}
+	if err := x.clean.Release(x.abortCtx, x.toClean); err != nil {
+		return err // still settling: no later commit confirms past these rows
+	}
+	x.settling, x.toClean = false, cleanup.Committed{}
+	x.raise(x.cleanEnd)
+	x.cleaning.Store(false)
 	return nil
 }
 
@@ -315,66 +338,4 @@ func (x *exactly) start(ctx context.Context, failed func(error)) {
 func (x *exactly) halt() {
 	x.stopOnce.Do(func() { close(x.stop) })
 	x.running.Wait()
-}
-
-// finish ends the session's Kafka transaction once reading stopped and the
-// writer closed: committed when every event handed over is acknowledged
-// and no Postgres transaction is half handed over, aborted otherwise (its
-// Postgres transactions are read again by the next session). drained says
-// the writer had every request answered: otherwise a produce request it
-// gave up on may still reach a broker after an abort marker, and with the
-// same epoch open a transaction there that the coordinator does not know
-// of (a hanging transaction, which a later commit to that partition would
-// commit). Then the transaction is left to the next session's
-// InitProducerID, which aborts it with a bumped epoch that fences such
-// requests, or to the coordinator's timeout.
-//
-// A commit under way when the session ends is cut short when commit is
-// false (its events may never be acknowledged: the writer abandoned them)
-// or once ctx ends (the drain timeout); otherwise it finishes first.
-func (x *exactly) finish(ctx context.Context, commit, drained bool) error {
-	if !commit {
-		x.abort(errors.New("the session ended without a commit"))
-	}
-	stop := context.AfterFunc(ctx, func() { x.abort(context.Cause(ctx)) })
-	defer stop()
-	x.halt()
-	if x.client != nil {
-		defer closeIdle(x.client)
-	}
-	if x.clean != nil {
-		defer x.clean.CloseRelease()
-	}
-	if x.txn == nil {
-		return nil // the session ended before its transaction was ready
-	}
-	if commit && drained && !x.held && !x.unsure && x.uncommitted.Load() > 0 {
-		select {
-		case x.gate <- struct{}{}:
-		default:
-			return errors.New("exactly-once: the commit gate is held at the end of the session")
-		}
-		err := x.commit()
-		<-x.gate
-		if err == nil {
-			return nil
-		}
-		x.log.Warn("the last kafka transaction did not commit: its events are read again by the next session", slog.Any("err", err))
-	}
-	if x.uncommitted.Load() == 0 {
-		return nil
-	}
-	if x.ended != nil {
-		x.ended(false, 0)
-	}
-	if !drained || x.unsure {
-		x.log.Info("leaving the open kafka transaction to the next session, whose InitProducerID aborts it and fences what is still in flight")
-		return nil
-	}
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if err := x.txn.Abort(actx); err != nil {
-		return fmt.Errorf("abort the kafka transaction: %w", err)
-	}
-	return nil
 }

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -13,6 +14,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/outbox-cdc/outbox-cdc/checkpoint"
+	"github.com/outbox-cdc/outbox-cdc/cleanup"
 	"github.com/outbox-cdc/outbox-cdc/producer"
 	"github.com/outbox-cdc/outbox-cdc/replication"
 	"github.com/outbox-cdc/outbox-cdc/sink"
@@ -82,7 +84,12 @@ func (r *Relay) openExactly(ctx context.Context, x *exactly, sys replication.Sys
 	}
 	if decision.Start > start {
 		x.skip = decision.Start
-		x.raise(decision.Start)
+		if r.cfg.Cleanup == cleanup.None {
+			x.raise(decision.Start)
+		}
+		// With --cleanup, the rows of the transactions skipped may be
+		// left to clean (cleanup.Hold): the tracker moves past them as
+		// they are cleaned (pipeline.skipped).
 	}
 	if x.ckpt, err = checkpoint.NewWriter(ctx, client, txn, d.CheckpointTopic, key); err != nil {
 		return nil, fmt.Errorf("exactly-once: %w", err)
@@ -141,3 +148,68 @@ func (e stopError) Error() string { return string(e) }
 
 // Retriable is false.
 func (stopError) Retriable() bool { return false }
+
+// finish ends the session's Kafka transaction once reading stopped and the
+// writer closed: committed when every event handed over is acknowledged
+// and no Postgres transaction is half handed over, aborted otherwise (its
+// Postgres transactions are read again by the next session). drained says
+// the writer had every request answered: otherwise a produce request it
+// gave up on may still reach a broker after an abort marker, and with the
+// same epoch open a transaction there that the coordinator does not know
+// of (a hanging transaction, which a later commit to that partition would
+// commit). Then the transaction is left to the next session's
+// InitProducerID, which aborts it with a bumped epoch that fences such
+// requests, or to the coordinator's timeout.
+//
+// A commit under way when the session ends is cut short when commit is
+// false (its events may never be acknowledged: the writer abandoned them)
+// or once ctx ends (the drain timeout); otherwise it finishes first.
+func (x *exactly) finish(ctx context.Context, commit, drained bool) error {
+	if !commit {
+		x.abort(errors.New("the session ended without a commit"))
+	}
+	stop := context.AfterFunc(ctx, func() { x.abort(context.Cause(ctx)) })
+	defer stop()
+	x.halt()
+	if x.client != nil {
+		defer closeIdle(x.client)
+	}
+	if x.clean != nil {
+		defer x.clean.CloseRelease()
+	}
+	if x.txn == nil {
+		return nil // the session ended before its transaction was ready
+	}
+	if commit && drained && !x.held && !x.unsure && x.uncommitted.Load() > 0 {
+		select {
+		case x.gate <- struct{}{}:
+		default:
+			return errors.New("exactly-once: the commit gate is held at the end of the session")
+		}
+		err := x.commit()
+		<-x.gate
+		if err == nil {
+			if err := x.settle(); err != nil {
+				x.log.Warn("the last kafka transaction committed, but its rows were not cleaned: the next session cleans them", slog.Any("err", err))
+			}
+			return nil
+		}
+		x.log.Warn("the last kafka transaction did not commit: its events are read again by the next session", slog.Any("err", err))
+	}
+	if x.uncommitted.Load() == 0 {
+		return nil
+	}
+	if x.ended != nil {
+		x.ended(false, 0)
+	}
+	if !drained || x.unsure {
+		x.log.Info("leaving the open kafka transaction to the next session, whose InitProducerID aborts it and fences what is still in flight")
+		return nil
+	}
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := x.txn.Abort(actx); err != nil {
+		return fmt.Errorf("abort the kafka transaction: %w", err)
+	}
+	return nil
+}

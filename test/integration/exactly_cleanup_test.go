@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outbox-cdc/outbox-cdc/internal/testkit"
@@ -17,9 +18,10 @@ import (
 // deletes a row only once the Kafka transaction holding its event has
 // committed (a long --transaction-interval leaves seconds between the
 // produce acknowledgement and the commit), the last transaction of a
-// SIGTERM included; and a crash between a commit and the delete (the slot
+// SIGTERM included; a crash between a commit and the delete (the slot
 // not yet confirmed past it) leaves the rows to the next run, which deletes
-// them without publishing their events again.
+// them without publishing their events again; and while the delete fails
+// after a commit, the slot is not confirmed past its rows.
 func TestExactlyOnceCleanupAfterCommit(t *testing.T) {
 	slowFault(t)
 	o := newOutbox(t, "eosclean", defaultColumns)
@@ -80,6 +82,24 @@ func TestExactlyOnceCleanupAfterCommit(t *testing.T) {
 	if n := r.Metric(t, "outbox_cdc_rows_deleted_total"); n != float64(len(w.committed)) {
 		t.Errorf("outbox_cdc_rows_deleted_total %v after the restart, want %d", n, len(w.committed))
 	}
+
+	// The delete fails after a commit (a trigger refuses it): the slot stays
+	// behind the rows while it does; once it passes, every row goes.
+	o.blockDeletes(t, true)
+	insertRows(t, o, w, makeRows(50, 10, "order", counters), 10)
+	end = o.CurrentLSN(t)
+	consumeCommitted(t, []string{topic}, len(w.committed)+3, time.Minute)
+	time.Sleep(3 * time.Second) // --confirm-interval is 20ms
+	if got := o.Confirmed(t); got >= end {
+		t.Errorf("the slot is confirmed at %s, past rows whose delete fails (%s)", got, end)
+	}
+	if left := len(o.tableIDs(t)); left != 50 {
+		t.Errorf("%d rows in the table while deletes fail, want 50", left)
+	}
+	o.blockDeletes(t, false)
+	o.waitEmpty(t, nil, time.Minute)
+	waitConfirmed(t, o, end, time.Minute)
+
 	ids := []string{first, second, last}
 	for id := range w.committed {
 		ids = append(ids, id)
@@ -87,6 +107,25 @@ func TestExactlyOnceCleanupAfterCommit(t *testing.T) {
 	msgs := consumeCommitted(t, []string{topic}, len(ids), time.Minute)
 	if dups := countDuplicates(t, ids, msgs); dups != 0 {
 		t.Errorf("%d events read twice at read_committed: the restart published what the checkpoint held", dups)
+	}
+}
+
+// blockDeletes makes every DELETE from o's table fail (on), or lets it
+// pass again.
+func (o *outbox) blockDeletes(t *testing.T, on bool) {
+	t.Helper()
+	table, fn := pgx.Identifier{o.name}.Sanitize(), pgx.Identifier{o.name + "_block"}.Sanitize()
+	stmts := []string{"DROP TRIGGER " + fn + " ON " + table, "DROP FUNCTION " + fn}
+	if on {
+		stmts = []string{
+			"CREATE FUNCTION " + fn + "() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RAISE EXCEPTION 'deletes blocked by the test'; END$$",
+			"CREATE TRIGGER " + fn + " BEFORE DELETE ON " + table + " FOR EACH ROW EXECUTE FUNCTION " + fn + "()",
+		}
+	}
+	for _, q := range stmts {
+		if _, err := o.db.Exec(context.Background(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
 	}
 }
 
