@@ -132,6 +132,10 @@ type Writer struct {
 	// overwrite and forget deletes; only route clears it, once the topic
 	// is idle.
 	draining map[string]bool
+	// drainFrom (guarded by mu) is the count a draining topic's events were
+	// routed by before it changed: a transactional writer routes by it
+	// until its open transaction ends (inTransactionCount).
+	drainFrom map[string]int
 	// rechecks (guarded by mu) holds each topic's latest lookup past every
 	// cache, asked for a row naming a partition out of range (see recheck).
 	rechecks map[string]*recheck
@@ -219,6 +223,7 @@ func NewWriter(cfg Config, done Done) *Writer {
 		specs:      map[string]TopicSpec{},
 		seen:       map[string]int{},
 		draining:   map[string]bool{},
+		drainFrom:  map[string]int{},
 		rechecks:   map[string]*recheck{},
 	}
 	w.abandon, w.abandoned = context.WithCancel(context.Background())

@@ -84,8 +84,10 @@ func (w *Writer) enqueue(ctx context.Context, msg kafka.Message) error {
 // by, with mu held. While a drain is pending (the count changed) it waits
 // until no partition of the topic holds anything, so that one key's events
 // are not split across two partitions out of order; then the new count is
-// used. It never routes by a count older than the last one seen.
-func (w *Writer) route(ctx context.Context, topic string) (topicCount, error) {
+// used. It never routes by a count older than the last one seen, but in
+// the open transaction of a transactional writer (inTransactionCount);
+// named: the row names its partition, which no count moves.
+func (w *Writer) route(ctx context.Context, topic string, named bool) (topicCount, error) {
 	for {
 		c, err := w.partitionIDs(ctx, topic)
 		if err != nil {
@@ -95,8 +97,12 @@ func (w *Writer) route(ctx context.Context, topic string) (topicCount, error) {
 		if cur, ok := w.counts[topic]; ok {
 			c = cur // what lookups learned since
 		}
+		if old, ok := w.inTransactionCount(topic, c); ok && !named {
+			return old, nil
+		}
 		if w.draining[topic] && !w.topicBusy(topic) {
 			delete(w.draining, topic)
+			delete(w.drainFrom, topic)
 		}
 		draining := w.draining[topic]
 		if !draining && len(c.ids) == w.seen[topic] {
@@ -121,7 +127,8 @@ func (w *Writer) route(ctx context.Context, topic string) (topicCount, error) {
 // return), so nothing after it overtakes it.
 func (w *Writer) place(ctx context.Context, msg *kafka.Message) (topicCount, int, error) {
 	for fresh := false; ; fresh = true {
-		c, err := w.route(ctx, msg.Topic)
+		m, _ := msg.WriterData.(meta)
+		c, err := w.route(ctx, msg.Topic, m.partition != "")
 		if err != nil {
 			return topicCount{}, 0, err
 		}
@@ -313,8 +320,11 @@ func (w *Writer) learn(ctx context.Context, topic string, res *metadataAPI.Respo
 		}
 		w.mu.Lock()
 		if n, ok := w.seen[topic]; ok && n != len(c.ids) {
+			if !w.draining[topic] {
+				w.drainFrom[topic] = n
+			}
 			w.draining[topic] = true
-			w.log.Warn("the topic's partition count changed: events queued under the old count are delivered first, then keys are routed by the new one",
+			w.log.Warn("the topic's partition count changed: events queued under the old count are delivered first (exactly-once: the open Kafka transaction commits first), then keys are routed by the new one",
 				slog.String("topic", topic), slog.Int("from", n), slog.Int("to", len(c.ids)))
 			w.cfg.Observer.PartitionsChanged(topic)
 		}
@@ -330,25 +340,6 @@ func (w *Writer) learn(ctx context.Context, topic string, res *metadataAPI.Respo
 		return c, nil
 	}
 	return topicCount{}, kafka.UnknownTopicOrPartition
-}
-
-// topicBusy reports whether any partition of topic has events queued, a
-// batch out, or a batch to retry. Called with mu held.
-func (w *Writer) topicBusy(topic string) bool {
-	for tp, p := range w.parts {
-		if tp.topic == topic && (len(p.buf) > 0 || p.busy || p.retry != nil) {
-			return true
-		}
-	}
-	return false
-}
-
-// forget drops what is cached about topic, so that the next lookup asks
-// the broker. A pending drain stays (see Writer.draining).
-func (w *Writer) forget(topic string) {
-	w.mu.Lock()
-	delete(w.counts, topic)
-	w.mu.Unlock()
 }
 
 // take returns p's next batch: the failed one again, or up to BatchSize

@@ -170,3 +170,26 @@ func (w *Writer) Flush(on bool) {
 		s.signal()
 	}
 }
+
+// inTransactionCount returns, for a transactional writer whose open
+// transaction holds events of topic while its count changed (draining),
+// the count its events were routed by, cut from c: a key's later events
+// stay in its old partition until the transaction commits. Its commit
+// markers reach the partitions one after the other, so the key's next
+// event, in a new partition of the same transaction, could be readable
+// before the earlier ones. The next transaction routes by the new count
+// (route), and is readable only after this one is. Called with mu held.
+func (w *Writer) inTransactionCount(topic string, c topicCount) (topicCount, bool) {
+	n, ok := w.drainFrom[topic]
+	if !ok || !w.transactional() || !w.draining[topic] || n > len(c.ids) {
+		return topicCount{}, false
+	}
+	held := w.topicBusy(topic) // queued or out, so in this transaction
+	for id := 0; !held && id < len(c.ids); id++ {
+		held = w.cfg.Transaction.Added(topic, int32(id))
+	}
+	if !held {
+		return topicCount{}, false
+	}
+	return topicCount{ids: c.ids[:n], leaders: c.leaders[:n], at: c.at}, true
+}
