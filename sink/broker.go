@@ -271,7 +271,7 @@ func (s *sender) settle(b batch, err error) {
 		b.p.salvaging = true
 		w.mu.Unlock()
 		w.owned.Go(func() {
-			failed := w.salvage(b.msgs, perr)
+			failed := w.salvage(b.msgs, b.p.tp.id, perr)
 			b.p.oneByOne.Lock()
 			defer b.p.oneByOne.Unlock()
 			w.mu.Lock()

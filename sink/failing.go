@@ -70,7 +70,7 @@ func (w *Writer) up() {
 // partition, so that nothing after the failed event is published ahead of
 // it (it is read again after a restart, and must land first). A message
 // dead-lettered has its fate settled, and the others go on.
-func (w *Writer) salvage(msgs []kafka.Message, perr *Error) (failed error) {
+func (w *Writer) salvage(msgs []kafka.Message, partition int, perr *Error) (failed error) {
 	if !perr.Transient {
 		w.log.Warn("kafka refused a batch; sending its messages one by one", slog.String("topic", msgs[0].Topic),
 			slog.Int("messages", len(msgs)), slog.Any("err", perr.Err))
@@ -85,12 +85,12 @@ func (w *Writer) salvage(msgs []kafka.Message, perr *Error) (failed error) {
 		if perr.Transient {
 			// Each until it is written, so that the batch's own order
 			// holds too.
-			if err = w.retry(msgs[i]); err == nil {
+			if err = w.retry(msgs[i], partition); err == nil {
 				w.up()
 				w.acked(msgs[i : i+1])
 			}
 		} else {
-			reason, err = w.salvageOne(msgs[i], m)
+			reason, err = w.salvageOne(msgs[i], partition, m)
 		}
 		if errors.Is(err, errQueued) {
 			continue // its dead letter's acknowledgement settles it
@@ -101,10 +101,11 @@ func (w *Writer) salvage(msgs []kafka.Message, perr *Error) (failed error) {
 	return failed
 }
 
-// salvageOne sends msg alone, and dead-letters it if Kafka refuses it for
-// what it is and there is a dead-letter topic. It returns msg's fate.
-func (w *Writer) salvageOne(msg kafka.Message, m meta) (reason string, err error) {
-	if err = w.retry(msg); err == nil {
+// salvageOne sends msg alone to partition, and dead-letters it if Kafka
+// refuses it for what it is and there is a dead-letter topic. It returns
+// msg's fate.
+func (w *Writer) salvageOne(msg kafka.Message, partition int, m meta) (reason string, err error) {
+	if err = w.retry(msg, partition); err == nil {
 		w.acked([]kafka.Message{msg})
 		return m.reason, nil
 	}
@@ -119,13 +120,13 @@ func (w *Writer) salvageOne(msg kafka.Message, m meta) (reason string, err error
 		if w.transactional() {
 			return w.queueDeadLetter(msg.Topic, dl, m, one)
 		}
-		err = w.retry(dl)
+		err = w.retry(dl, -1)
 	}
 	var again *Error
 	if m.reason != "" || errors.As(err, &again) && again.Reason == ReasonMessageTooLarge {
 		// The topic's max.message.bytes is below ours: the dead letter
 		// goes without its value.
-		err = w.retry(withoutValue(dl))
+		err = w.retry(withoutValue(dl), -1)
 	}
 	if err != nil {
 		return m.reason, err
@@ -142,10 +143,17 @@ func heldBack(topic string, failed error) error {
 
 // retry writes msg synchronously, alone, until the write succeeds, fails
 // permanently, or the writer is abandoned. Transient failures back off with
-// jitter, capped at 5 s.
-func (w *Writer) retry(msg kafka.Message) error {
+// jitter, capped at 5 s. A message of a salvaged batch goes to the
+// batch's partition; others (partition -1) where routing sends them now.
+// The batch's partition is not routing's after the topic grew (a drain,
+// or a transaction's old count: inTransactionCount), nor for a null key
+// (sticky).
+func (w *Writer) retry(msg kafka.Message, partition int) error {
 	for attempt := 0; ; attempt++ {
-		id, err := w.partitionOf(w.abandon, &msg)
+		id, err := partition, error(nil)
+		if id < 0 {
+			id, err = w.partitionOf(w.abandon, &msg)
+		}
 		if err == nil {
 			err = w.produce(msg.Topic, id, []kafka.Message{msg})
 		}

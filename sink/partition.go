@@ -97,7 +97,10 @@ func (w *Writer) route(ctx context.Context, topic string, named bool) (topicCoun
 		if cur, ok := w.counts[topic]; ok {
 			c = cur // what lookups learned since
 		}
-		if old, ok := w.inTransactionCount(topic, c); ok && !named {
+		if old, held := w.inTransactionCount(topic, c); held {
+			if named {
+				return c, nil // the drain stays for the keyed rows
+			}
 			return old, nil
 		}
 		if w.draining[topic] && !w.topicBusy(topic) {

@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outbox-cdc/outbox-cdc/decode"
 )
@@ -29,7 +31,8 @@ func (o *resizeObserver) PartitionsChanged(string) { o.changed.Add(1) }
 // commit markers reach two partitions one after the other, so an event in
 // the new one could be readable before the earlier ones in the old), and
 // the new count routes the key only in the next transaction. A row that
-// names its partition goes there meanwhile.
+// names its partition goes there meanwhile, and the key's events after it
+// stay.
 func TestTransactionPartitionsAddedWaitForCommit(t *testing.T) {
 	cluster := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "grow"))
 	ctx := testContext(t, time.Minute)
@@ -60,8 +63,12 @@ func TestTransactionPartitionsAddedWaitForCommit(t *testing.T) {
 		publish()
 		time.Sleep(20 * time.Millisecond)
 	}
-	// A row that names its partition goes there: no count moves it.
+	// A row that names its partition goes there: no count moves it, and
+	// the key's later events of the transaction stay where they were.
 	named := publishTo(ctx, t, w, o, &token, 3, "named")[0]
+	for range 3 {
+		publish()
+	}
 	inFirst := token
 	if err := txn.Commit(ctx); err != nil {
 		t.Fatal(err)
@@ -135,4 +142,93 @@ func committedPartitions(ctx context.Context, t *testing.T, cluster *kfake.Clust
 		fetches.EachRecord(func(r *kgo.Record) { out[string(r.Value)] = int(r.Partition) })
 	}
 	return out
+}
+
+// refuseTooLarge makes the cluster refuse with MESSAGE_TOO_LARGE every
+// produce to topic whose records hold "too large".
+func refuseTooLarge(cluster *kfake.Cluster, topic string) {
+	cluster.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		cluster.KeepControl()
+		r := req.(*kmsg.ProduceRequest)
+		refuse := false
+		for _, rt := range r.Topics {
+			for _, rp := range rt.Partitions {
+				refuse = refuse || rt.Topic == topic && bytes.Contains(rp.Records, []byte("too large"))
+			}
+		}
+		if !refuse {
+			return nil, nil, false
+		}
+		res := r.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range r.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				p := kmsg.NewProduceResponseTopicPartition()
+				p.Partition, p.ErrorCode = rp.Partition, 10 // MESSAGE_TOO_LARGE
+				st.Partitions = append(st.Partitions, p)
+			}
+			res.Topics = append(res.Topics, st)
+		}
+		return res, nil, true
+	})
+}
+
+// TestTransactionRefusedSentAgainToItsPartition: an event the broker
+// refuses for what it is, sent again alone before it is dead-lettered,
+// goes to its batch's partition, not where routing would send it now (the
+// topic grew while the transaction routes by the old count; a null key's
+// sticky partition moved on): elsewhere, it would leave its transaction,
+// and the relay would stop.
+func TestTransactionRefusedSentAgainToItsPartition(t *testing.T) {
+	t.Run("after the topic grew", func(t *testing.T) {
+		cluster := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "grow", "dlq"))
+		refuseTooLarge(cluster, "grow")
+		ctx := testContext(t, time.Minute)
+		txn, o, obs := begunTxn(ctx, t, cluster, "grow"), newOutcomes(), &resizeObserver{}
+		w := txnWriter(cluster, "grow", Config{Transaction: txn, BatchTimeout: time.Millisecond, MetadataMaxAge: 50 * time.Millisecond,
+			Observer: obs, DeadLetterTopic: "dlq"}, o)
+		key, token := movingKey(t), uint64(0)
+		publish := func(v string) {
+			t.Helper()
+			ev := &decode.Event{ID: fmt.Sprint(token), AggregateID: key, Payload: []byte(v)}
+			if err := w.Publish(ctx, ev, token); err != nil {
+				t.Fatalf("publish %d: %v", token, err)
+			}
+			token++
+			o.wait(ctx, t, int(token))
+		}
+		publish("a")
+		client := &kafka.Client{Addr: kafka.TCP(cluster.ListenAddrs()...)}
+		if res, err := client.CreatePartitions(ctx, &kafka.CreatePartitionsRequest{Topics: []kafka.TopicPartitionsConfig{{Name: "grow", Count: 4}}}); err != nil || res.Errors["grow"] != nil {
+			t.Fatalf("create partitions: %v %v", err, res)
+		}
+		for obs.changed.Load() == 0 {
+			if ctx.Err() != nil {
+				t.Fatal("the writer did not see the new partition count")
+			}
+			publish("b")
+			time.Sleep(20 * time.Millisecond)
+		}
+		publish("too large")
+		if f, _ := o.get(token - 1); f.err != nil || f.reason != ReasonMessageTooLarge {
+			t.Errorf("the refused event: err %v, reason %q; want dead-lettered as %s", f.err, f.reason, ReasonMessageTooLarge)
+		}
+	})
+	t.Run("a null key", func(t *testing.T) {
+		cluster := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(4, "nk"), kfake.SeedTopics(1, "dlq"))
+		refuseTooLarge(cluster, "nk")
+		ctx := testContext(t, time.Minute)
+		txn, o := begunTxn(ctx, t, cluster, "nk"), newOutcomes()
+		w := txnWriter(cluster, "nk", Config{Transaction: txn, BatchTimeout: time.Millisecond, BatchSize: 1, DeadLetterTopic: "dlq"}, o)
+		for token := range uint64(8) {
+			if err := w.Publish(ctx, &decode.Event{ID: fmt.Sprint(token), Payload: []byte("too large")}, token); err != nil {
+				t.Fatal(err)
+			}
+			o.wait(ctx, t, int(token+1))
+			if f, _ := o.get(token); f.err != nil || f.reason != ReasonMessageTooLarge {
+				t.Errorf("refused event %d: err %v, reason %q; want dead-lettered as %s", token, f.err, f.reason, ReasonMessageTooLarge)
+			}
+		}
+	})
 }
