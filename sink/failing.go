@@ -125,8 +125,13 @@ func (w *Writer) salvageOne(msg kafka.Message, partition int, m meta) (reason st
 	var again *Error
 	if m.reason != "" || errors.As(err, &again) && again.Reason == ReasonMessageTooLarge {
 		// The topic's max.message.bytes is below ours: the dead letter
-		// goes without its value.
-		err = w.retry(withoutValue(dl), -1)
+		// goes without its value, a dead letter already to its batch's
+		// partition (in a transaction, routing may send it elsewhere now).
+		to := -1
+		if m.reason != "" {
+			to = partition
+		}
+		err = w.retry(withoutValue(dl), to)
 	}
 	if err != nil {
 		return m.reason, err

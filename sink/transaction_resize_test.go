@@ -215,6 +215,40 @@ func TestTransactionRefusedSentAgainToItsPartition(t *testing.T) {
 			t.Errorf("the refused event: err %v, reason %q; want dead-lettered as %s", f.err, f.reason, ReasonMessageTooLarge)
 		}
 	})
+	t.Run("a dead letter after the dead-letter topic grew", func(t *testing.T) {
+		cluster := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "ev", "dlq"))
+		refuseTooLarge(cluster, "dlq")
+		ctx := testContext(t, time.Minute)
+		txn, o, obs := begunTxn(ctx, t, cluster, "dl"), newOutcomes(), &resizeObserver{}
+		w := txnWriter(cluster, "ev", Config{Transaction: txn, BatchTimeout: time.Millisecond, MetadataMaxAge: 50 * time.Millisecond,
+			Observer: obs, DeadLetterTopic: "dlq"}, o)
+		key, token := movingKey(t), uint64(0)
+		deadLetter := func(v string) { // a partition column that is no number: dead-lettered before it is sent
+			t.Helper()
+			ev := &decode.Event{ID: fmt.Sprint(token), AggregateID: key, Partition: "x", Payload: []byte(v)}
+			if err := w.Publish(ctx, ev, token); err != nil {
+				t.Fatalf("publish %d: %v", token, err)
+			}
+			token++
+			o.wait(ctx, t, int(token))
+		}
+		deadLetter("a")
+		client := &kafka.Client{Addr: kafka.TCP(cluster.ListenAddrs()...)}
+		if res, err := client.CreatePartitions(ctx, &kafka.CreatePartitionsRequest{Topics: []kafka.TopicPartitionsConfig{{Name: "dlq", Count: 4}}}); err != nil || res.Errors["dlq"] != nil {
+			t.Fatalf("create partitions: %v %v", err, res)
+		}
+		for obs.changed.Load() == 0 {
+			if ctx.Err() != nil {
+				t.Fatal("the writer did not see the new partition count")
+			}
+			deadLetter("b")
+			time.Sleep(20 * time.Millisecond)
+		}
+		deadLetter("too large")
+		if f, _ := o.get(token - 1); f.err != nil || f.reason != ReasonMessageTooLarge {
+			t.Errorf("the refused dead letter: err %v, reason %q; want it dead-lettered without its value (%s)", f.err, f.reason, ReasonMessageTooLarge)
+		}
+	})
 	t.Run("a null key", func(t *testing.T) {
 		cluster := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(4, "nk"), kfake.SeedTopics(1, "dlq"))
 		refuseTooLarge(cluster, "nk")
