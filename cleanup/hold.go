@@ -32,6 +32,13 @@ func (c *Cleaner) Hold(seq uint64, reason string) {
 	c.held = append(c.held, st)
 }
 
+// Held returns how many rows wait for their Kafka transaction's commit.
+func (c *Cleaner) Held() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.held)
+}
+
 // Committed is what Hold held when a Kafka transaction committed: the rows
 // of its events, for Release.
 type Committed struct{ rows []settled }

@@ -88,6 +88,13 @@ type exactly struct {
 	toClean  cleanup.Committed
 	cleanEnd pglogrepl.LSN
 	settling bool
+	// settled is closed when the settle under way ends; nil when none is.
+	// While one runs, the next transaction gathers: enter holds a new
+	// Postgres transaction back once heldLimit rows wait for its commit,
+	// so that a backlog published faster than it is cleaned does not pile
+	// up ids (a Postgres transaction larger than that still goes whole).
+	settled   atomic.Pointer[chan struct{}]
+	heldLimit int
 
 	// The committer goroutine (run), owned by the session: stop ends it
 	// between two commits, abort cuts a commit short.
@@ -134,6 +141,13 @@ func (x *exactly) skips(commit pglogrepl.LSN, standalone bool) bool {
 func (x *exactly) enter(ctx context.Context) error {
 	if x.held {
 		return nil
+	}
+	if done := x.settled.Load(); done != nil && x.clean.Held() >= x.heldLimit {
+		select {
+		case <-*done:
+		case <-ctx.Done():
+			return fmt.Errorf("wait for the rows of the last kafka commit to be cleaned: %w", context.Cause(ctx))
+		}
 	}
 	select {
 	case x.gate <- struct{}{}:
@@ -291,6 +305,8 @@ func (x *exactly) commit() error {
 		// before the gate opens: what the cleaner holds is this commit's.
 		x.cleaning.Store(true)
 		x.toClean, x.cleanEnd, x.settling = x.clean.Commit(), b.end, true
+		done := make(chan struct{})
+		x.settled.Store(&done)
 	} else {
 		x.raise(b.end)
 	}
@@ -314,6 +330,12 @@ func (x *exactly) commit() error {
 func (x *exactly) settle() error {
 	if !x.settling {
 		return nil
+	}
+	if done := x.settled.Load(); done != nil {
+		defer func() { // after the raise; a failure leaves settling set
+			x.settled.Store(nil)
+			close(*done)
+		}()
 	}
 	if err := x.clean.Release(x.abortCtx, x.toClean); err != nil {
 		return err // still settling: no later commit confirms past these rows

@@ -86,7 +86,7 @@ func (r *Relay) startStream(ctx context.Context, stream *replication.Stream, x *
 	if err == nil {
 		var pub *publisher
 		if pub, err = r.newPublisher(ctx, track, hold, txn, x); err == nil {
-			x.flush, x.clean = pub.writer.Flush, pub.cleaner
+			x.flush, x.clean, x.heldLimit = pub.writer.Flush, pub.cleaner, r.cfg.Stream.MaxInFlight
 			return pub, nil
 		}
 	}
