@@ -50,7 +50,7 @@ type exactly struct {
 	ckpt   *checkpoint.Writer
 	base   checkpoint.Record // the slot, system and instance every record names
 	flush  func(on bool)     // the writer's Flush, set once it exists
-	clean  *cleanup.Cleaner  // with --cleanup: cleans a commit's rows (Release); set once it exists
+	clean  rowCleaner        // with --cleanup (nil without): cleans a commit's rows; set once it exists
 	// ended is told of each Kafka transaction that ended: committed, and
 	// how long its commit held publishing back; or not (metrics).
 	ended func(committed bool, took time.Duration)
@@ -88,7 +88,8 @@ type exactly struct {
 	toClean  cleanup.Committed
 	cleanEnd pglogrepl.LSN
 	settling bool
-	// settled is closed when the settle under way ends; nil when none is.
+	// settled is closed when the settle under way ends; nil when none is
+	// (or, after a commit whose next Begin failed, until the session ends).
 	// While one runs, the next transaction gathers: enter holds a new
 	// Postgres transaction back once heldLimit rows wait for its commit,
 	// so that a backlog published faster than it is cleaned does not pile
@@ -103,6 +104,15 @@ type exactly struct {
 	abortCtx context.Context
 	abort    context.CancelCauseFunc
 	running  sync.WaitGroup
+}
+
+// rowCleaner is what exactly-once asks of --cleanup's cleaner
+// (cleanup.Cleaner): take the rows a commit made cleanable, clean them.
+type rowCleaner interface {
+	Held() int
+	Commit() cleanup.Committed
+	Release(ctx context.Context, done cleanup.Committed) error
+	CloseRelease()
 }
 
 // boundary is a Postgres transaction, as its checkpoint names it.

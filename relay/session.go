@@ -86,7 +86,10 @@ func (r *Relay) startStream(ctx context.Context, stream *replication.Stream, x *
 	if err == nil {
 		var pub *publisher
 		if pub, err = r.newPublisher(ctx, track, hold, txn, x); err == nil {
-			x.flush, x.clean, x.heldLimit = pub.writer.Flush, pub.cleaner, r.cfg.Stream.MaxInFlight
+			x.flush, x.heldLimit = pub.writer.Flush, r.cfg.Stream.MaxInFlight
+			if pub.cleaner != nil { // not a nil *Cleaner in a non-nil interface
+				x.clean = pub.cleaner
+			}
 			return pub, nil
 		}
 	}
