@@ -206,10 +206,16 @@ type cleanRow struct {
 // cleanOnly has reserved pe's row cleaned without sending its event (see
 // pendingEvent.cleanOnly); its seq is acked once the row is clean. A row
 // that went to the dead-letter topic for a reason other than its decoding
-// (too large, refused) is cleaned here as published: the crash left no
-// record of that reason.
+// (a contract, a topic refused) is cleaned here as published: the crash
+// left no record of that reason, and its dead letter holds the whole
+// event. A row too large for its dead letter to have carried its value is
+// kept as it is: it may be the only full copy of its event.
 func (o outlet) cleanOnly(pe *pendingEvent) {
 	r := pe.row()
+	if pe.invalid == nil && !o.pub.DeadLetterKeepsValue(&pe.ev) {
+		o.clean.Done(uint64(pe.seq), "") // untracked: kept, then acked
+		return
+	}
 	o.clean.Track(uint64(pe.seq), r.table, r.id, r.xid)
 	o.clean.Done(uint64(pe.seq), r.reason)
 }

@@ -37,6 +37,7 @@ func (r *Relay) reconnect(ctx context.Context, start pglogrepl.LSN) error {
 	log := r.log
 	var (
 		standby      bool         // another process streams the slot; we wait for it to let go
+		fenced       bool         // standing by since a fence, logged once
 		unclassified retry.Streak // failures in a row that nobody classified
 		err          error        // prepare's failure, which stands for the session it prevents
 	)
@@ -49,7 +50,7 @@ func (r *Relay) reconnect(ctx context.Context, start pglogrepl.LSN) error {
 			return nil
 		}
 		if began {
-			attempt, standby = 0, false
+			attempt, standby, fenced = 0, false, false
 		}
 		if errors.Is(err, producer.ErrFenced) {
 			// Exactly-once: an instance that took the slot took the
@@ -57,14 +58,14 @@ func (r *Relay) reconnect(ctx context.Context, start pglogrepl.LSN) error {
 			// for the slot like any second instance (one line, not two;
 			// none more while it stands by).
 			level := slog.LevelWarn
-			if standby {
+			if fenced {
 				level = slog.LevelDebug
 			}
 			log.Log(ctx, level, "fenced, standing by: another instance took the slot and the transactional id, or a Kafka transaction stayed open past "+
-				"--transaction-timeout (a Postgres transaction that takes longer to stream: raise it); this producer writes nothing more, "+
+				"--transaction-timeout (a Postgres transaction that takes longer to stream, or --cleanup's statements for the last one: raise it); this producer writes nothing more, "+
 				"and the relay takes the slot over when it is free",
 				slog.String("slot", r.target.Slot), slog.Any("err", err))
-			err, standby = replication.ErrSlotActive, true
+			err, standby, fenced = replication.ErrSlotActive, true, true
 		}
 		class := retry.Classify(err)
 		if class == retry.Permanent {

@@ -137,6 +137,24 @@ func (w *Writer) sendDeadLetter(ctx context.Context, msg kafka.Message, token ui
 	return nil
 }
 
+// deadLetterRoom is what DeadLetterKeepsValue leaves for a dead letter's
+// own headers (reason, error, table, position) beside the event's.
+const deadLetterRoom = 4 << 10
+
+// DeadLetterKeepsValue reports whether a dead letter of ev, had it been
+// dead-lettered, carried ev's value: it fits --max-message-bytes with room
+// for the dead letter's headers. When not (fit sends it without its
+// value), ev's row may be the only full copy of ev, which a row cleaned
+// without publishing (exactly-once's restart behind its checkpoint) must
+// not be.
+func (w *Writer) DeadLetterKeepsValue(ev *decode.Event) bool {
+	m := kafka.Message{Key: []byte(ev.AggregateID), Value: w.deadLetterValue(ev), Headers: w.headers(ev)}
+	if len(m.Key) == 0 {
+		m.Key = []byte(ev.ID)
+	}
+	return recordSize(&m)+deadLetterRoom <= w.cfg.MaxMessageBytes
+}
+
 // counted records a dead letter written by salvage.
 func (w *Writer) counted(topic, key string, perr *Error) {
 	w.deadLetter.Add(1)

@@ -20,13 +20,15 @@ import (
 // produce acknowledgement and the commit), the last transaction of a
 // SIGTERM included; a crash between a commit and the delete (the slot
 // not yet confirmed past it) leaves the rows to the next run, which deletes
-// them without publishing their events again; and while the delete fails
+// them without publishing their events again (but keeps a row too large
+// for its dead letter to hold its value); and while the delete fails
 // after a commit, the slot is not confirmed past its rows.
 func TestExactlyOnceCleanupAfterCommit(t *testing.T) {
 	slowFault(t)
 	o := newOutbox(t, "eosclean", defaultColumns)
 	topic := o.name + ".order"
-	args := exactlyArgs(o, "--cleanup", "delete-after-publish", "--transaction-interval", "5s")
+	args := exactlyArgs(o, "--cleanup", "delete-after-publish", "--transaction-interval", "5s",
+		"--dlq-topic", o.name+".dlq", "--max-message-bytes", "16384")
 	r := startRelay(t, args...)
 
 	// A row inserted just after a commit waits the whole interval for the
@@ -67,8 +69,12 @@ func TestExactlyOnceCleanupAfterCommit(t *testing.T) {
 	r = startRelay(t, plain...)
 	w, counters := newWritten(), map[string]int{}
 	insertRows(t, o, w, makeRows(300, 20, "order", counters), 10)
+	// Too large: dead-lettered without its value, and kept (the only copy).
+	big := o.insertOne(t, uuid.NewString(), "order", "a", "created", `{"x":"`+strings.Repeat("x", 20000)+`"}`, nil)
+	kept := map[string]bool{big: true}
 	end := o.CurrentLSN(t)
 	consumeCommitted(t, []string{topic}, len(w.committed)+3, time.Minute)
+	consumeCommitted(t, []string{o.name + ".dlq"}, 1, time.Minute)
 	if got := o.Confirmed(t); got >= end {
 		t.Fatalf("the slot is confirmed at %s, past the rows (%s): nothing for the next run to replay", got, end)
 	}
@@ -77,8 +83,11 @@ func TestExactlyOnceCleanupAfterCommit(t *testing.T) {
 	}
 	<-r.done
 	r = startRelay(t, args...)
-	o.waitEmpty(t, nil, 30*time.Second)
+	o.waitEmpty(t, kept, 30*time.Second)
 	waitConfirmed(t, o, end, 30*time.Second)
+	if !o.tableIDs(t)[big] {
+		t.Errorf("the too-large row, dead-lettered without its value, was deleted by the restart: its payload is gone")
+	}
 	if n := r.Metric(t, "outbox_cdc_rows_deleted_total"); n != float64(len(w.committed)) {
 		t.Errorf("outbox_cdc_rows_deleted_total %v after the restart, want %d", n, len(w.committed))
 	}
@@ -93,11 +102,11 @@ func TestExactlyOnceCleanupAfterCommit(t *testing.T) {
 	if got := o.Confirmed(t); got >= end {
 		t.Errorf("the slot is confirmed at %s, past rows whose delete fails (%s)", got, end)
 	}
-	if left := len(o.tableIDs(t)); left != 50 {
-		t.Errorf("%d rows in the table while deletes fail, want 50", left)
+	if left := len(o.tableIDs(t)); left != 51 {
+		t.Errorf("%d rows in the table while deletes fail, want 51", left)
 	}
 	o.blockDeletes(t, false)
-	o.waitEmpty(t, nil, time.Minute)
+	o.waitEmpty(t, kept, time.Minute)
 	waitConfirmed(t, o, end, time.Minute)
 
 	ids := []string{first, second, last}
