@@ -88,7 +88,7 @@ func (r *Relay) reconnect(ctx context.Context, start pglogrepl.LSN) error {
 					slog.String("slot", r.target.Slot), slog.Any("err", err))
 			}
 		} else {
-			standby = false
+			standby, fenced = false, false
 			r.live.standingBy.Store(false)
 			r.metrics.Reconnected()
 			wait = backoff.Delay(attempt, sessionBackoff, sessionBackoffCeiling)

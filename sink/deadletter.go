@@ -138,21 +138,26 @@ func (w *Writer) sendDeadLetter(ctx context.Context, msg kafka.Message, token ui
 }
 
 // deadLetterRoom is what DeadLetterKeepsValue leaves for a dead letter's
-// own headers (reason, error, table, position) beside the event's.
+// own headers (reason, table, position) beside the event's.
 const deadLetterRoom = 4 << 10
 
 // DeadLetterKeepsValue reports whether a dead letter of ev, had it been
-// dead-lettered, carried ev's value: it fits --max-message-bytes with room
-// for the dead letter's headers. When not (fit sends it without its
-// value), ev's row may be the only full copy of ev, which a row cleaned
-// without publishing (exactly-once's restart behind its checkpoint) must
-// not be.
+// dead-lettered, surely carried ev's value: with a dead-letter topic, it
+// fits --max-message-bytes with room for the dead letter's headers and for
+// an error that quotes the value whole (a contract's pattern does). When
+// not (fit sends it without its value), ev's row may be the only full copy
+// of ev, which a row cleaned without publishing (exactly-once's restart
+// behind its checkpoint) must not be. Without a dead-letter topic nothing
+// is dead-lettered.
 func (w *Writer) DeadLetterKeepsValue(ev *decode.Event) bool {
+	if w.cfg.DeadLetterTopic == "" {
+		return true
+	}
 	m := kafka.Message{Key: []byte(ev.AggregateID), Value: w.deadLetterValue(ev), Headers: w.headers(ev)}
 	if len(m.Key) == 0 {
 		m.Key = []byte(ev.ID)
 	}
-	return recordSize(&m)+deadLetterRoom <= w.cfg.MaxMessageBytes
+	return recordSize(&m)+len(m.Value)+deadLetterRoom <= w.cfg.MaxMessageBytes
 }
 
 // counted records a dead letter written by salvage.
