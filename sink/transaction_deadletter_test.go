@@ -1,14 +1,11 @@
 package sink
 
 import (
-	"bytes"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestTransactionDeadLetterOfARefusal: the broker refuses one batch for
@@ -21,33 +18,7 @@ import (
 // the commit a read_committed consumer reads the dead letter once.
 func TestTransactionDeadLetterOfARefusal(t *testing.T) {
 	cluster := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "big", "dlq"))
-	var refused atomic.Int32
-	cluster.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		cluster.KeepControl()
-		r := req.(*kmsg.ProduceRequest)
-		res := r.ResponseKind().(*kmsg.ProduceResponse)
-		refuse := false
-		for _, rt := range r.Topics {
-			for _, rp := range rt.Partitions {
-				refuse = refuse || rt.Topic == "big" && bytes.Contains(rp.Records, []byte("too large"))
-			}
-		}
-		if !refuse {
-			return nil, nil, false
-		}
-		refused.Add(1)
-		for _, rt := range r.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				p := kmsg.NewProduceResponseTopicPartition()
-				p.Partition, p.ErrorCode = rp.Partition, 10 // MESSAGE_TOO_LARGE
-				st.Partitions = append(st.Partitions, p)
-			}
-			res.Topics = append(res.Topics, st)
-		}
-		return res, nil, true
-	})
+	refused := refuseTooLarge(cluster, "big")
 	ctx := testContext(t, 45*time.Second)
 	txn, o, token := begunTxn(ctx, t, cluster, "dl"), newOutcomes(), uint64(0)
 	w := txnWriter(cluster, "big", Config{Transaction: txn, BatchTimeout: time.Millisecond, DeadLetterTopic: "dlq"}, o)

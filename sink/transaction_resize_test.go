@@ -145,8 +145,9 @@ func committedPartitions(ctx context.Context, t *testing.T, cluster *kfake.Clust
 }
 
 // refuseTooLarge makes the cluster refuse with MESSAGE_TOO_LARGE every
-// produce to topic whose records hold "too large".
-func refuseTooLarge(cluster *kfake.Cluster, topic string) {
+// produce to topic whose records hold "too large", and counts the refusals.
+func refuseTooLarge(cluster *kfake.Cluster, topic string) *atomic.Int32 {
+	var refused atomic.Int32
 	cluster.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		cluster.KeepControl()
 		r := req.(*kmsg.ProduceRequest)
@@ -159,6 +160,7 @@ func refuseTooLarge(cluster *kfake.Cluster, topic string) {
 		if !refuse {
 			return nil, nil, false
 		}
+		refused.Add(1)
 		res := r.ResponseKind().(*kmsg.ProduceResponse)
 		for _, rt := range r.Topics {
 			st := kmsg.NewProduceResponseTopic()
@@ -172,6 +174,7 @@ func refuseTooLarge(cluster *kfake.Cluster, topic string) {
 		}
 		return res, nil, true
 	})
+	return &refused
 }
 
 // TestTransactionRefusedSentAgainToItsPartition: an event the broker
