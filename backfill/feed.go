@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -23,14 +24,19 @@ type saver interface {
 // every one before it.
 type feed struct {
 	entry Entry
-	store saver
-	log   *slog.Logger
-	st    State
-	every time.Duration // how often progress is recorded
-	drain time.Duration // the drain's bound
-	onRec func(table string, total, done int64)
-	dec   *decode.Decoder
-	rows  *decode.RowDecoder
+	// commits is entry when it is a Committer: progress is then what it
+	// committed, recorded after each commit (see Committer), and mu guards
+	// what follows between the read and the commits (startCommits).
+	commits Committer
+	mu      sync.Mutex
+	store   saver
+	log     *slog.Logger
+	st      State
+	every   time.Duration // how often progress is recorded
+	drain   time.Duration // the drain's bound
+	onRec   func(table string, total, done int64)
+	dec     *decode.Decoder
+	rows    *decode.RowDecoder
 
 	acks                 Counter
 	keys                 map[uint64]Key // of rows handed over and not yet recorded
@@ -41,7 +47,7 @@ type feed struct {
 
 func (p *Plan) newFeed(st State, entry Entry) *feed {
 	now := time.Now()
-	return &feed{
+	f := &feed{
 		entry: entry, store: p.store, log: p.log, st: st,
 		// As often as the stream confirms: after a crash only rows
 		// acknowledged since are published again.
@@ -49,6 +55,10 @@ func (p *Plan) newFeed(st State, entry Entry) *feed {
 		dec:  decode.New(p.cfg.Target.Tables...),
 		keys: map[uint64]Key{}, startDone: st.Done, began: now, logged: now, saved: now,
 	}
+	if c, ok := entry.(Committer); ok {
+		f.commits, f.every = c, max(p.cfg.CommitInterval, 10*time.Millisecond)
+	}
+	return f
 }
 
 // row hands one row over (a row that does not decode, to be dead-lettered),
@@ -68,18 +78,21 @@ func (f *feed) row(ctx context.Context, rel *pglogrepl.RelationMessage, values [
 	default:
 		row.Event = ev
 	}
+	if f.commits != nil { // shared with the commits (startCommits)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+	}
 	n := f.handed
 	if err := f.entry.Publish(ctx, row, func() { f.acks.Ack(n) }); err != nil {
 		return err
 	}
 	f.keys[n] = key
 	f.handed++
-	if time.Since(f.saved) < f.every {
-		return nil
-	}
-	f.saved = time.Now()
-	if err := f.record(ctx); err != nil {
-		return err
+	if f.commits == nil && time.Since(f.saved) >= f.every {
+		f.saved = time.Now()
+		if err := f.record(ctx); err != nil {
+			return err
+		}
 	}
 	if time.Since(f.logged) < 5*time.Second {
 		return nil
@@ -90,8 +103,12 @@ func (f *feed) row(ctx context.Context, rel *pglogrepl.RelationMessage, values [
 	return nil
 }
 
-// record saves the key of the last row acknowledged with all before it.
+// record saves the key of the last row acknowledged with all before it;
+// with a Committer, commits what was handed over and then saves it.
 func (f *feed) record(ctx context.Context) error {
+	if f.commits != nil {
+		return f.commit(ctx, false)
+	}
 	// Only rows handed over count: one whose Publish failed has no key.
 	acked := min(f.acks.Acked(), f.handed)
 	if acked == f.recorded {
@@ -117,6 +134,9 @@ var errUnacknowledged = errors.New("the entry drained without acknowledging ever
 // done when every row was read and acknowledged. Stopped by ctx it returns
 // nil: a restart resumes.
 func (f *feed) finish(ctx context.Context, readErr error) error {
+	if f.commits != nil {
+		return f.finishCommitted(ctx, readErr)
+	}
 	st := &f.st
 	drainCtx, cancel := context.WithTimeout(context.Background(), f.drain)
 	defer cancel()

@@ -45,6 +45,18 @@ type Config struct {
 	// Progress, when set, is told a table's progress each time it is
 	// recorded (for metrics).
 	Progress func(table string, total, done int64)
+	// Committed, with a Committer entry (exactly-once), returns the
+	// progress it last committed (nil: none). It is asked once, under the
+	// backfill's lock, and only when a backfill cut short resumes: asking
+	// may fence the instance that holds the transactional id (in
+	// exactly-once, the one streaming the slot).
+	Committed func(context.Context) (*Progress, error)
+	// CommitInterval is how often a Committer entry commits.
+	CommitInterval time.Duration
+	// CleanGap: the entry's commits clean the rows they hold (--cleanup),
+	// so a resume past rows committed and not recorded cleans them
+	// (GapCleaner).
+	CleanGap bool
 }
 
 // job is one table to backfill.
@@ -53,6 +65,7 @@ type job struct {
 	where Predicate
 	order Order // as configured; resolved when the backfill begins
 	state State
+	gap   *gap // rows committed, perhaps not cleaned (Plan.committed)
 }
 
 // Plan is a backfill decided on: the tables due, the progress store
@@ -64,6 +77,9 @@ type Plan struct {
 	store    *Store
 	exported *Exported // nil unless Prepare created the slot
 	due      []job
+	// The progress cfg.Committed returned, once asked.
+	asked bool
+	last  *Progress
 }
 
 // Prepare decides which tables are due on the server conn reaches. Without
@@ -212,7 +228,10 @@ func (p *Plan) onExisting(ctx context.Context, conn *pgx.Conn, j job, states map
 			slog.Int64("rows", st.Done), slog.Time("finished", st.Updated))
 		return nil
 	default:
-		var err error
+		st, finished, err := p.committed(ctx, &j, st)
+		if err != nil || finished {
+			return err
+		}
 		if j.state, err = p.resumed(ctx, conn, j, st); err != nil {
 			return err
 		}

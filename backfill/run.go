@@ -41,6 +41,9 @@ func (p *Plan) Run(ctx context.Context, entry Entry) error {
 		}
 	}
 	for _, j := range p.due {
+		if err := p.cleanGap(ctx, snap, j, entry); err != nil || ctx.Err() != nil {
+			return err
+		}
 		if err := p.table(ctx, snap, j, entry); err != nil || ctx.Err() != nil {
 			return err
 		}
@@ -79,11 +82,18 @@ func (p *Plan) table(ctx context.Context, snap *Snapshot, j job, entry Entry) er
 	p.log.Info("backfilling", slog.String("table", j.table.Qualified()), slog.String("where", j.where.String()),
 		slog.String("order", string(st.Order)), slog.Int64("rows", remaining))
 	f := p.newFeed(st, entry)
-	readErr := readUntilFailure(ctx, entry.Failure(), func(readCtx context.Context) error {
+	commitsCtx, commitFailed := context.WithCancelCause(ctx)
+	defer commitFailed(nil)
+	stopCommits := f.startCommits(ctx, commitFailed)
+	readErr := readUntilFailure(commitsCtx, entry.Failure(), func(readCtx context.Context) error {
 		return snap.Rows(readCtx, read, func(rel *pglogrepl.RelationMessage, values [][]byte, key Key) error {
 			return f.row(readCtx, rel, values, key)
 		})
 	})
+	stopCommits()
+	if cause := context.Cause(commitsCtx); ctx.Err() == nil && commitsCtx.Err() != nil {
+		readErr = cause // a commit failed: the read was cut short for it
+	}
 	return f.finish(ctx, readErr)
 }
 

@@ -14,7 +14,7 @@ import (
 // only adds optional fields, which an older reader ignores; a major version
 // changes what a field means, and Decode refuses one it does not know
 // rather than guess where to resume.
-const FormatVersion = "1.0"
+const FormatVersion = "1.1"
 
 // formatMajor is the major version of FormatVersion: the one Decode reads.
 const formatMajor = 1
@@ -46,6 +46,9 @@ type Record struct {
 	// who finds two relays fighting over one slot.
 	Host string
 	PID  int
+	// Backfill is the progress of a backfill this transaction carried
+	// rows of (since 1.1); nil for a transaction of the stream.
+	Backfill *Backfill
 }
 
 // Key is the record key of a slot's checkpoints: one key per slot, so that
@@ -80,6 +83,8 @@ type wireRecord struct {
 	CommitTime time.Time `json:"commit_time"`
 	Host       string    `json:"host,omitempty"`
 	PID        int       `json:"pid,omitempty"`
+	// Backfill, since 1.1: an older reader ignores it.
+	Backfill *wireBackfill `json:"backfill,omitempty"`
 }
 
 // Encode returns r's value: compact JSON in FormatVersion.
@@ -90,7 +95,7 @@ func (r Record) Encode() ([]byte, error) {
 	b, err := json.Marshal(wireRecord{
 		Version: FormatVersion, Slot: r.Slot, Database: r.Database, SystemID: r.SystemID, Timeline: r.Timeline,
 		CommitLSN: r.CommitLSN.String(), EndLSN: r.EndLSN.String(), Xid: r.Xid, CommitTime: r.CommitTime.UTC(),
-		Host: r.Host, PID: r.PID,
+		Host: r.Host, PID: r.PID, Backfill: r.Backfill.wire(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("encode checkpoint: %w", err)
@@ -132,6 +137,9 @@ func Decode(value []byte) (Record, error) {
 	if r.EndLSN, err = pglogrepl.ParseLSN(w.EndLSN); err != nil {
 		return Record{}, fmt.Errorf("decode checkpoint: %w: end_lsn: %w", ErrBadRecord, err)
 	}
+	if r.Backfill, err = w.Backfill.backfill(); err != nil {
+		return Record{}, fmt.Errorf("decode checkpoint: %w: %w", ErrBadRecord, err)
+	}
 	if err := r.validate(); err != nil {
 		return Record{}, fmt.Errorf("decode checkpoint: %w: %w", ErrBadRecord, err)
 	}
@@ -164,5 +172,5 @@ func (r Record) validate() error {
 		// Equal for a non-transactional message, reported at its end.
 		return fmt.Errorf("commit LSN %s is past end LSN %s", r.CommitLSN, r.EndLSN)
 	}
-	return nil
+	return r.Backfill.validate()
 }

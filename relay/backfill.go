@@ -11,6 +11,7 @@ import (
 
 	"github.com/outbox-cdc/outbox-cdc/backfill"
 	"github.com/outbox-cdc/outbox-cdc/checkpoint"
+	"github.com/outbox-cdc/outbox-cdc/cleanup"
 	"github.com/outbox-cdc/outbox-cdc/slot"
 )
 
@@ -42,11 +43,22 @@ func (r *Relay) prepareBackfilled(ctx context.Context) (pglogrepl.LSN, error) {
 		specs[i] = t.Backfill
 		specs[i].RowFilter = t.Where
 	}
-	plan, err := backfill.Prepare(ctx, conn, backfill.Config{
+	entry := newBackfillEntry(r)
+	cfg := backfill.Config{
 		URL: r.cfg.PostgresURL, Target: r.target, Specs: specs, Force: r.cfg.BackfillForce,
 		ConfirmInterval: r.cfg.Stream.ConfirmInterval, DrainTimeout: r.cfg.Stream.DrainTimeout,
-		Logger: r.log, Progress: r.metrics.Backfill,
-	})
+		Logger: r.log, Progress: r.metrics.Backfill, CommitInterval: r.cfg.Delivery.TransactionInterval,
+		CleanGap: r.cfg.Cleanup != cleanup.None,
+	}
+	if r.cfg.Delivery.Exactly() && !r.cfg.BackfillForce {
+		// A forced backfill publishes again what the slot streams: at
+		// least once, as the relay warned.
+		if entry.bt, err = r.newBackfillTxn(ctx); err != nil {
+			return 0, err
+		}
+		cfg.Committed = entry.bt.committed
+	}
+	plan, err := backfill.Prepare(ctx, conn, cfg)
 	if err != nil {
 		return 0, err
 	}
@@ -54,7 +66,11 @@ func (r *Relay) prepareBackfilled(ctx context.Context) (pglogrepl.LSN, error) {
 	if plan.Due() {
 		r.live.backfilling.Store(true)
 		defer r.live.backfilling.Store(false)
-		if err := plan.Run(ctx, newBackfillEntry(r)); err != nil || ctx.Err() != nil {
+		var in backfill.Entry = entry
+		if entry.bt != nil {
+			in = committingEntry{entry}
+		}
+		if err := plan.Run(ctx, in); err != nil || ctx.Err() != nil {
 			return 0, err
 		}
 	}
@@ -66,7 +82,8 @@ func (r *Relay) prepareBackfilled(ctx context.Context) (pglogrepl.LSN, error) {
 // (Stream.MaxInFlight and MaxInFlightBytes, nothing committed on it, so it
 // confirms no position), opened by the first row after a drain.
 type backfillEntry struct {
-	r *Relay
+	r  *Relay
+	bt *backfillTxn // in exactly-once (committingEntry); nil otherwise
 
 	// Of the rows handed over since the last drain; pub is nil before.
 	pub      *publisher
@@ -108,7 +125,12 @@ func (e *backfillEntry) Publish(ctx context.Context, row backfill.Row, done func
 	err := e.out.reserve(hctx, pe)
 	if err == nil {
 		e.acks.expect(pe.seq, done)
-		err = e.out.send(hctx, pe)
+		if e.bt != nil {
+			e.bt.pending++
+		}
+		if err = e.out.send(hctx, pe); err != nil && e.bt != nil {
+			e.bt.cut = true
+		}
 	}
 	if err != nil && ctx.Err() == nil {
 		if ferr := e.failed(); ferr != nil {
@@ -126,6 +148,9 @@ func (e *backfillEntry) Drain(ctx context.Context) error {
 		return nil
 	}
 	err := e.pub.close(ctx)
+	if e.bt != nil {
+		err = errors.Join(err, e.bt.end(err == nil))
+	}
 	e.stop()
 	e.watching.Wait()
 	select {
@@ -147,8 +172,18 @@ func (e *backfillEntry) open(ctx context.Context) error {
 	st := e.r.cfg.Stream
 	track := checkpoint.New(0, st.MaxInFlight, st.MaxInFlightBytes)
 	acks := &backfillAcks{track: track, done: map[checkpoint.Seq]func(){}}
-	pub, err := e.r.newPublisher(ctx, acks, nil, nil, nil)
+	var tx *transactional
+	if e.bt != nil {
+		var err error
+		if tx, err = e.bt.open(ctx); err != nil {
+			return err
+		}
+	}
+	pub, err := e.r.newPublisher(ctx, acks, nil, tx)
 	if err != nil {
+		if e.bt != nil {
+			err = errors.Join(err, e.bt.end(true))
+		}
 		return err
 	}
 	e.pub, e.acks, e.out, e.returned = pub, acks, outlet{track: track, pub: pub.writer, clean: pub.cleaner}, false

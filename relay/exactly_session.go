@@ -17,7 +17,6 @@ import (
 	"github.com/outbox-cdc/outbox-cdc/cleanup"
 	"github.com/outbox-cdc/outbox-cdc/producer"
 	"github.com/outbox-cdc/outbox-cdc/replication"
-	"github.com/outbox-cdc/outbox-cdc/sink"
 )
 
 // openTimeout bounds taking the transactional id, and reading the last
@@ -105,14 +104,6 @@ func (r *Relay) openExactly(ctx context.Context, x *exactly, sys replication.Sys
 	r.log.Info("exactly-once: transactional producer ready", slog.String("transactional_id", txn.TransactionalID()),
 		slog.Int64("producer_id", id), slog.Int("epoch", int(epoch)))
 	return txn, nil
-}
-
-// transaction is txn as the writer's, or none (at-least-once).
-func transaction(txn *producer.Txn, x *exactly) sink.Transaction {
-	if txn == nil {
-		return nil
-	}
-	return withCheckpoint{Txn: txn, topic: x.ckpt.Topic(), partition: x.ckpt.Partition()}
 }
 
 // withCheckpoint is the writer's transaction: each transaction's first

@@ -27,9 +27,20 @@ type publisher struct {
 // backfill's entry, which also tells the row's done).
 type acker interface{ Ack(seq checkpoint.Seq) }
 
+// transactional is what makes a publisher's writer transactional
+// (exactly-once): its producer, with a transaction begun, and the
+// checkpoint writer of that producer, whose partition each transaction
+// adds with its first. paced: requests wait for the transaction interval
+// (Delivery.pacing), as the stream's do.
+type transactional struct {
+	txn   *producer.Txn
+	ckpt  *checkpoint.Writer
+	paced bool
+}
+
 // hold, when set, may delay each produce request (see stallGuard).
-// txn, when set, makes the writer transactional (exactly-once), x's.
-func (r *Relay) newPublisher(ctx context.Context, track acker, hold func(context.Context), txn *producer.Txn, x *exactly) (*publisher, error) {
+// tx, when set, makes the writer transactional (exactly-once).
+func (r *Relay) newPublisher(ctx context.Context, track acker, hold func(context.Context), tx *transactional) (*publisher, error) {
 	cfg := r.cfg
 	p := &publisher{failed: make(chan error, 1)}
 	ack := func(seq uint64) { track.Ack(checkpoint.Seq(seq)) }
@@ -45,15 +56,20 @@ func (r *Relay) newPublisher(ctx context.Context, track acker, hold func(context
 		dlq = cfg.Topics.DeadLetterTopic
 	}
 	pc := cfg.Producer
-	if txn != nil {
-		pc.BatchTimeout = cfg.Delivery.pacing(pc.BatchTimeout) // not the backfill's: its records are visible at once
+	var txn *producer.Txn
+	var sinkTxn sink.Transaction
+	if tx != nil {
+		txn, sinkTxn = tx.txn, withCheckpoint{Txn: tx.txn, topic: tx.ckpt.Topic(), partition: tx.ckpt.Partition()}
+		if tx.paced {
+			pc.BatchTimeout = cfg.Delivery.pacing(pc.BatchTimeout)
+		}
 	}
 	p.writer = sink.NewWriter(sink.Config{
 		Brokers: cfg.Kafka.Brokers, Topic: r.topic, Topics: r.topics, BatchSize: pc.BatchSize, BatchTimeout: pc.BatchTimeout, Compression: sink.Codec(pc.Compression),
 		MaxMessageBytes: pc.MaxMessageBytes, CreateTopics: cfg.Topics.Create, TopicSpec: cfg.Defaults.Route.Spec,
 		AutoCreateTopics: cfg.Topics.AutoCreate, MetadataMaxAge: pc.MetadataMaxAge, MissingTopicTimeout: pc.MissingTopicTimeout,
 		DeadLetterTopic: dlq, Envelope: pc.Envelope, ConnectExpandPayload: pc.ConnectExpandPayload, CloudEventsSource: pc.CloudEventsSource, MetadataHeaders: pc.MetadataHeaders,
-		Timestamp: pc.Timestamp, Contracts: r.contract, Registry: r.registry, Security: r.security, Observer: r.metrics, Logger: r.log, Hold: hold, Transaction: transaction(txn, x),
+		Timestamp: pc.Timestamp, Contracts: r.contract, Registry: r.registry, Security: r.security, Observer: r.metrics, Logger: r.log, Hold: hold, Transaction: sinkTxn,
 	}, func(token uint64, reason string, err error) {
 		switch {
 		case err != nil:

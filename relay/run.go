@@ -52,9 +52,9 @@ func (r *Relay) run(ctx context.Context) error {
 			return err
 		}
 		log.Info("delivery", slog.String("mode", cfg.Delivery.String()))
-		if r.backfilled() {
-			log.Warn("exactly-once covers what the slot streams: the rows --backfill-where publishes go at least once " +
-				"(a crash during the backfill publishes some again; consumers drop them by the id header)")
+		if r.backfilled() && cfg.BackfillForce {
+			log.Warn("exactly-once: --backfill-force publishes again rows the slot streams, at least once " +
+				"(consumers drop them by the id header)")
 		}
 	}
 	if cfg.Cleanup != cleanup.None {

@@ -80,12 +80,12 @@ func (r *Relay) startStream(ctx context.Context, stream *replication.Stream, x *
 		return nil, err
 	}
 	if x == nil {
-		return r.newPublisher(ctx, track, hold, nil, nil)
+		return r.newPublisher(ctx, track, hold, nil)
 	}
 	txn, err := r.openExactly(ctx, x, sys, start)
 	if err == nil {
 		var pub *publisher
-		if pub, err = r.newPublisher(ctx, track, hold, txn, x); err == nil {
+		if pub, err = r.newPublisher(ctx, track, hold, &transactional{txn: txn, ckpt: x.ckpt, paced: true}); err == nil {
 			x.flush, x.heldLimit = pub.writer.Flush, r.cfg.Stream.MaxInFlight
 			if pub.cleaner != nil { // not a nil *Cleaner in a non-nil interface
 				x.clean = pub.cleaner

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // System is the server a replication connection reached, as
@@ -36,4 +37,27 @@ func (s *Stream) System(ctx context.Context) (System, error) {
 // IdentifySystem sends IDENTIFY_SYSTEM.
 func (c pgConn) IdentifySystem(ctx context.Context) (pglogrepl.IdentifySystemResult, error) {
 	return pglogrepl.IdentifySystem(ctx, c.PgConn)
+}
+
+// Identify asks the server at url who it is, on a replication connection
+// of its own, closed before it returns.
+func Identify(ctx context.Context, url string) (System, error) {
+	pc, err := pgconn.ParseConfig(url)
+	if err != nil {
+		return System{}, fmt.Errorf("parse postgres url: %w", err)
+	}
+	pc.RuntimeParams["replication"] = "database"
+	if pc.RuntimeParams["application_name"] == "" {
+		pc.RuntimeParams["application_name"] = "outbox-cdc"
+	}
+	conn, err := pgconn.ConnectConfig(ctx, pc)
+	if err != nil {
+		return System{}, fmt.Errorf("open replication connection: %w", err)
+	}
+	defer conn.Close(context.Background())
+	r, err := pglogrepl.IdentifySystem(ctx, conn)
+	if err != nil {
+		return System{}, fmt.Errorf("identify system: %w", err)
+	}
+	return System{ID: r.SystemID, Timeline: r.Timeline, WALEnd: r.XLogPos, Database: r.DBName}, nil
 }

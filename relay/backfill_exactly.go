@@ -1,0 +1,267 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/outbox-cdc/outbox-cdc/backfill"
+	"github.com/outbox-cdc/outbox-cdc/checkpoint"
+	"github.com/outbox-cdc/outbox-cdc/producer"
+	"github.com/outbox-cdc/outbox-cdc/replication"
+)
+
+// backfillTxn is a backfill's exactly-once: its rows go in Kafka
+// transactions under the slot's transactional id, each with a checkpoint
+// record of the backfill's progress, so that a backfill cut short resumes
+// past exactly the rows Kafka holds (backfill.Committer). Each publisher
+// the entry opens has a producer of its own (an InitProducerID: the
+// sequences of a new writer start again at 0), whose transactions end
+// with the entry's Drain.
+type backfillTxn struct {
+	r *Relay
+	// base is the record every commit writes, with the progress: the
+	// stream's position as the last checkpoint left it (for the stream to
+	// resume from after the backfill), or, with none, the backfill's
+	// consistent point, where the slot starts.
+	base  checkpoint.Record
+	found bool
+	read  bool // base was read
+	key   string
+	sys   replication.System
+
+	// Of the publisher open.
+	client  *kafka.Client
+	txn     *producer.Txn
+	ckpt    *checkpoint.Writer
+	pending int64 // rows handed over since the last commit
+	// cut: a Publish ended after its row was reserved, which may still be
+	// sent: no commit may claim the rows handed over before it.
+	cut bool
+	// unsure: a commit failed after it began writing its record: the
+	// transaction is left to the next InitProducerID, never aborted with
+	// the epoch that may still commit it.
+	unsure bool
+}
+
+// newBackfillTxn returns the backfill's exactly-once. Nothing is fenced
+// yet: that waits for the backfill's lock (committed, open).
+func (r *Relay) newBackfillTxn(ctx context.Context) (*backfillTxn, error) {
+	sys, err := replication.Identify(ctx, r.cfg.PostgresURL)
+	if err != nil {
+		return nil, fmt.Errorf("exactly-once backfill: %w", err)
+	}
+	return &backfillTxn{r: r, sys: sys, key: checkpoint.Key(sys.ID, r.cfg.Slot.Name)}, nil
+}
+
+// committed fences the slot's earlier instances (an InitProducerID under
+// its transactional id) and returns the backfill's progress in the last
+// committed checkpoint; see backfill.Config.Committed.
+func (bt *backfillTxn) committed(ctx context.Context) (*backfill.Progress, error) {
+	client := bt.r.security.Client(bt.r.cfg.Kafka.Brokers)
+	defer closeIdle(client)
+	octx, cancel := context.WithTimeout(ctx, openTimeout)
+	defer cancel()
+	if _, err := bt.initTxn(octx, client); err != nil {
+		return nil, err
+	}
+	b, err := bt.readLast(octx, client)
+	if err != nil || b == nil {
+		return nil, err
+	}
+	p := &backfill.Progress{Table: b.Table, ConsistentPoint: b.ConsistentPoint, Done: b.Done, Finished: b.Finished}
+	if b.After != nil {
+		p.After = &backfill.Key{Values: b.After}
+	}
+	return p, nil
+}
+
+// readLast reads the last committed checkpoint, once the transactional id
+// is taken: base is the record each commit writes (with its backfill's
+// progress); the backfill progress in it is returned.
+func (bt *backfillTxn) readLast(ctx context.Context, client *kafka.Client) (*checkpoint.Backfill, error) {
+	rec, found, err := checkpoint.ReadLast(ctx, client, bt.r.cfg.Delivery.CheckpointTopic, bt.key)
+	if err != nil {
+		return nil, fmt.Errorf("exactly-once backfill: read the last checkpoint from %s: %w", bt.r.cfg.Delivery.CheckpointTopic, err)
+	}
+	progress := rec.Backfill
+	bt.base, bt.found, bt.read = rec, found, true
+	bt.base.Backfill = nil
+	if !found {
+		sys := bt.sys
+		bt.base, progress = checkpoint.Record{Slot: bt.r.cfg.Slot.Name, Database: sys.Database, SystemID: sys.ID, Timeline: sys.Timeline}, nil
+	}
+	bt.base.Host, _ = os.Hostname()
+	bt.base.PID = os.Getpid()
+	return progress, nil
+}
+
+// initTxn takes the transactional id: a producer whose InitProducerID
+// fenced every earlier holder.
+func (bt *backfillTxn) initTxn(ctx context.Context, client *kafka.Client) (*producer.Txn, error) {
+	d := bt.r.cfg.Delivery
+	txn, err := producer.NewTxn(producer.TxnConfig{Addr: client.Addr, Transport: client.Transport,
+		TransactionalID: bt.r.cfg.TransactionalID(bt.sys.ID), Timeout: d.TransactionTimeout, Logger: bt.r.log})
+	if err != nil {
+		return nil, err
+	}
+	if err := txn.Init(ctx); err != nil {
+		return nil, fmt.Errorf("exactly-once backfill: take the transactional id %s: %w", txn.TransactionalID(), err)
+	}
+	return txn, nil
+}
+
+// open readies a producer of its own for the entry's next publisher, a
+// transaction begun.
+func (bt *backfillTxn) open(ctx context.Context) (*transactional, error) {
+	client := bt.r.security.Client(bt.r.cfg.Kafka.Brokers)
+	octx, cancel := context.WithTimeout(ctx, openTimeout)
+	defer cancel()
+	txn, err := bt.initTxn(octx, client)
+	if err == nil && !bt.read {
+		_, err = bt.readLast(octx, client)
+	}
+	if err == nil {
+		bt.ckpt, err = checkpoint.NewWriter(octx, client, txn, bt.r.cfg.Delivery.CheckpointTopic, bt.key)
+	}
+	if err == nil {
+		err = txn.Begin()
+	}
+	if err != nil {
+		closeIdle(client)
+		return nil, err
+	}
+	bt.client, bt.txn, bt.pending, bt.cut, bt.unsure = client, txn, 0, false, false
+	return &transactional{txn: txn, ckpt: bt.ckpt}, nil
+}
+
+// commit writes progress's record into the open transaction and commits
+// it, once every row handed over is acknowledged (acked, bounded by ctx),
+// then begins the next.
+func (bt *backfillTxn) commit(ctx context.Context, progress backfill.Progress, acked func(context.Context) error) error {
+	switch {
+	case bt.cut:
+		return errors.New("exactly-once backfill: a row's publish was cut short, and may still be sent: its transaction cannot commit")
+	case bt.unsure:
+		// Its record may be written: writing another, with the same
+		// sequence, would be taken for it.
+		return errors.New("exactly-once backfill: the last commit's outcome is unknown: its transaction is left to the next InitProducerID")
+	}
+	cctx, cancel := context.WithTimeout(ctx, bt.r.cfg.Delivery.TransactionTimeout)
+	defer cancel()
+	if err := acked(cctx); err != nil {
+		return fmt.Errorf("exactly-once backfill: wait for the rows' acknowledgements: %w", err)
+	}
+	rec := bt.base
+	if !bt.found {
+		rec.CommitLSN, rec.EndLSN = progress.ConsistentPoint, progress.ConsistentPoint
+	}
+	rec.Backfill = &checkpoint.Backfill{Table: progress.Table, ConsistentPoint: progress.ConsistentPoint,
+		Done: progress.Done, Finished: progress.Finished}
+	if progress.After != nil {
+		rec.Backfill.After = progress.After.Values
+	}
+	bt.unsure = true
+	if err := bt.ckpt.Write(cctx, rec); err != nil {
+		return fmt.Errorf("exactly-once backfill: %w", err)
+	}
+	if err := bt.txn.Commit(cctx); err != nil {
+		return fmt.Errorf("exactly-once backfill: commit the kafka transaction (%d rows of %s): %w", progress.Done, progress.Table, err)
+	}
+	bt.unsure, bt.pending = false, 0
+	return bt.txn.Begin()
+}
+
+// end ends the producer of the publisher just closed: its open
+// transaction, with rows uncommitted, is aborted when the writer drained
+// (drained) and no commit is in doubt; otherwise left to the next
+// InitProducerID, which aborts it with a bumped epoch that fences what is
+// still in flight.
+func (bt *backfillTxn) end(drained bool) error {
+	if bt.txn == nil {
+		return nil
+	}
+	defer closeIdle(bt.client)
+	txn := bt.txn
+	pending, leave := bt.pending, !drained || bt.unsure
+	bt.client, bt.txn, bt.ckpt = nil, nil, nil
+	switch {
+	case pending == 0 && !bt.unsure:
+		return nil
+	case leave:
+		bt.r.log.Info("exactly-once backfill: leaving the open kafka transaction to the next InitProducerID, which aborts it",
+			slog.Int64("rows", pending))
+		return nil
+	}
+	actx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := txn.Abort(actx); err != nil {
+		return fmt.Errorf("exactly-once backfill: abort the kafka transaction: %w", err)
+	}
+	return nil
+}
+
+// committingEntry is the backfill's entry in exactly-once: a
+// backfill.Committer.
+type committingEntry struct{ *backfillEntry }
+
+// Commit commits the rows handed over since the last commit, with
+// progress; see backfill.Committer. A publish failure ends the wait for
+// their acknowledgements at once.
+func (c committingEntry) Commit(ctx context.Context, progress backfill.Progress) error {
+	e := c.backfillEntry
+	if e.pub == nil {
+		return nil // nothing handed over since the last drain
+	}
+	if err := e.failed(); err != nil {
+		return err
+	}
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer context.AfterFunc(e.failure, func() { cancel(context.Cause(e.failure)) })()
+	e.pub.writer.Flush(true)
+	defer e.pub.writer.Flush(false)
+	err := e.bt.commit(cctx, progress, e.acks.track.WaitAcked)
+	if ferr := e.failed(); err != nil && ferr != nil {
+		return ferr // the publish failure, not the interrupted wait it caused
+	}
+	if err != nil {
+		return err
+	}
+	if cl := e.pub.cleaner; cl != nil {
+		// Committed: the rows may go (--cleanup). A failure here leaves
+		// them in the table; the backfill stops, and its resume skips
+		// them (see docs/exactly-once.md).
+		if err := cl.Release(ctx, cl.Commit()); err != nil {
+			return fmt.Errorf("exactly-once backfill: clean the rows committed: %w", err)
+		}
+	}
+	return nil
+}
+
+// CleanCommitted cleans row (--cleanup) without publishing it: a commit
+// holds its event already; see backfill.GapCleaner. The rule that keeps a
+// row its dead letter may lack the value of is the stream's
+// (outlet.cleanOnly).
+func (c committingEntry) CleanCommitted(ctx context.Context, row backfill.Row) error {
+	e := c.backfillEntry
+	if e.pub == nil {
+		if err := e.open(ctx); err != nil {
+			return err
+		}
+	}
+	pe := &pendingEvent{ev: row.Event, invalid: row.Invalid}
+	if e.out.clean == nil || pe.row() == nil {
+		return nil // nothing to clean, or nothing to clean it by
+	}
+	if err := e.out.reserve(ctx, pe); err != nil {
+		return err
+	}
+	e.out.cleanOnly(pe)
+	return nil
+}
