@@ -10,7 +10,7 @@ PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 IMAGE_PLATFORMS ?= linux/amd64 linux/arm64
 RELEASE := VERSION=$(VERSION) COMMIT=$(COMMIT) PLATFORMS="$(PLATFORMS)" IMAGE_PLATFORMS="$(IMAGE_PLATFORMS)" scripts/release.sh
 
-.PHONY: build dist image image-context release setup setup-tests demo test test-exactly test-cluster test-faults test-matrix test-analytics test-engine test-short bench bench-analytics bench-compare bench-messages fuzz clean
+.PHONY: build dist image image-context release setup setup-tests demo test test-exactly test-cluster test-faults test-matrix test-analytics test-engine test-short bench bench-analytics bench-compare bench-backfill bench-messages fuzz clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/outbox-cdc ./cmd/outbox-cdc
@@ -135,6 +135,11 @@ bench-analytics:
 COMPARE_CONTENDERS := outbox-cdc,outbox-cdc+--delivery=exactly-once+name:exactly-once,debezium,debezium-eos
 bench-compare:
 	$(GO) run ./cmd/outbox-bench -compare -contenders "$(COMPARE_CONTENDERS)" -loads 1000x1,3000x1,5000x1 -runs 3 -backlog 100000 -kill-dups
+
+# A 100,000-row --backfill-where backfill in at-least-once and exactly-once,
+# 3 rounds in rotated order (about a minute).
+bench-backfill: setup
+	scripts/bench-backfill.sh
 
 # Events as outbox rows against events as logical decoding messages: the
 # writer's commits/s and WAL per event, and a backlog drained (about 3 minutes).

@@ -77,7 +77,10 @@ func (f *feed) commit(ctx context.Context, finished bool) error {
 	if f.onRec != nil {
 		f.onRec(f.st.Table, f.st.Total, f.st.Done)
 	}
-	return f.store.Save(ctx, f.st)
+	if err := f.store.Save(ctx, f.st); err != nil {
+		return fmt.Errorf("committed %d rows, but not recorded (a resume takes the commit's progress): %w", f.st.Done, err)
+	}
+	return nil
 }
 
 // finishCommitted is finish with a Committer: every row read commits with
@@ -96,13 +99,13 @@ func (f *feed) finishCommitted(ctx context.Context, readErr error) error {
 	drainErr := f.entry.Drain(drainCtx)
 	if stopped {
 		if commitErr != nil {
-			f.log.Warn("backfill stopped, and its last rows did not commit: a restart reads them again", slog.String("table", st.Table), slog.Any("err", commitErr))
+			f.log.Warn("backfill stopped, and its last commit failed: a restart resumes from what kafka holds", slog.String("table", st.Table), slog.Any("err", commitErr))
 		}
 		f.log.Info("backfill stopped; a restart resumes it", slog.String("table", st.Table), slog.Int64("done", st.Done), slog.Int64("total", st.Total))
 		return nil
 	}
 	if err := errors.Join(readErr, commitErr, drainErr); err != nil {
-		return fmt.Errorf("backfill of %s: %d of %d rows committed: %w", st.Table, f.recorded, f.handed, err)
+		return fmt.Errorf("backfill of %s: %d of %d rows committed and recorded: %w", st.Table, f.recorded, f.handed, err)
 	}
 	f.log.Info("backfill done", slog.String("table", st.Table), slog.Int64("rows", st.Done-f.startDone),
 		slog.Duration("took", time.Since(f.began).Round(time.Millisecond)))

@@ -217,8 +217,14 @@ func (p *Plan) onExisting(ctx context.Context, conn *pgx.Conn, j job, states map
 	case p.cfg.Force:
 		p.log.Warn("--backfill-force: backfilling again on an existing slot; rows it also streams are published twice",
 			slog.String("table", j.table.Qualified()), slog.String("where", j.where.String()))
-		j.state = State{Table: j.table.Qualified(), Phase: PhaseRunning,
-			ConsistentPoint: st.ConsistentPoint, Order: j.order}
+		// A point of its own: a backfill is named by its point, and this
+		// one is not the first (whose commits, in exactly-once, a resume
+		// of this one must not take for its own).
+		point, err := slot.Confirmed(ctx, conn, p.cfg.Target.Slot)
+		if err != nil {
+			return err
+		}
+		j.state = State{Table: j.table.Qualified(), Phase: PhaseRunning, ConsistentPoint: point, Order: j.order}
 	case !ok:
 		p.log.Info("--backfill-where: the slot exists and no backfill of it is recorded, so none runs (--backfill-force runs one)",
 			slog.String("table", j.table.Qualified()), slog.String("slot", p.cfg.Target.Slot))
@@ -228,6 +234,16 @@ func (p *Plan) onExisting(ctx context.Context, conn *pgx.Conn, j job, states map
 			slog.Int64("rows", st.Done), slog.Time("finished", st.Updated))
 		return nil
 	default:
+		if st.ConsistentPoint == 0 {
+			// Cut short before its point was recorded (the slot created,
+			// the record still pending): nothing has confirmed the slot
+			// since, so its position is that point.
+			point, err := slot.Confirmed(ctx, conn, p.cfg.Target.Slot)
+			if err != nil {
+				return err
+			}
+			st.ConsistentPoint = point
+		}
 		st, finished, err := p.committed(ctx, &j, st)
 		if err != nil || finished {
 			return err

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
@@ -24,6 +26,15 @@ func (r *Relay) backfilled() bool {
 	}
 	return false
 }
+
+// backfillCommitInterval is the least time between two commits of an
+// exactly-once backfill. Reading pauses while a commit waits for its rows'
+// acknowledgements and writes its checkpoint, and backfilled rows gain
+// nothing from being readable 25 ms sooner: 100,000 rows took 1.75 s
+// committing every 25 ms, 1.17 s every 100 ms, 1.20 s every 250 ms, and
+// 1.11 s in at-least-once (medians of 3 rounds, before this floor: see
+// docs/benchmarks.md, "The backfill in exactly-once").
+const backfillCommitInterval = 100 * time.Millisecond
 
 // prepareBackfilled is prepare for a relay with a backfill: package
 // backfill decides what is due (creating the slot, exporting its snapshot,
@@ -47,15 +58,13 @@ func (r *Relay) prepareBackfilled(ctx context.Context) (pglogrepl.LSN, error) {
 	cfg := backfill.Config{
 		URL: r.cfg.PostgresURL, Target: r.target, Specs: specs, Force: r.cfg.BackfillForce,
 		ConfirmInterval: r.cfg.Stream.ConfirmInterval, DrainTimeout: r.cfg.Stream.DrainTimeout,
-		Logger: r.log, Progress: r.metrics.Backfill, CommitInterval: r.cfg.Delivery.TransactionInterval,
+		Logger: r.log, Progress: r.metrics.Backfill, CommitInterval: max(r.cfg.Delivery.TransactionInterval, backfillCommitInterval),
 		CleanGap: r.cfg.Cleanup != cleanup.None,
 	}
 	if r.cfg.Delivery.Exactly() && !r.cfg.BackfillForce {
 		// A forced backfill publishes again what the slot streams: at
 		// least once, as the relay warned.
-		if entry.bt, err = r.newBackfillTxn(ctx); err != nil {
-			return 0, err
-		}
+		entry.bt = r.newBackfillTxn()
 		cfg.Committed = entry.bt.committed
 	}
 	plan, err := backfill.Prepare(ctx, conn, cfg)
@@ -75,6 +84,37 @@ func (r *Relay) prepareBackfilled(ctx context.Context) (pglogrepl.LSN, error) {
 		}
 	}
 	return slot.Prepare(ctx, conn, r.target, false)
+}
+
+// reprepare readies the slot for the session after one that ended (or
+// that found the slot busy). With --backfill-where, a backfill of the slot
+// left unfinished (another instance runs it, or one was cut short) is
+// waited for, or resumed, first (prepareBackfilled): no session may stream
+// the slot before its backfill is done, or an aggregate's older rows would
+// follow its newer ones, and in exactly-once its InitProducerID would
+// fence the backfill's producer.
+func (r *Relay) reprepare(ctx context.Context, standby bool) (pglogrepl.LSN, error) {
+	start, err := r.prepare(ctx, false, standby)
+	if err != nil || !r.backfilled() {
+		return start, err
+	}
+	conn, err := pgx.Connect(ctx, r.cfg.PostgresURL)
+	if err != nil {
+		return 0, fmt.Errorf("connect to postgres (%s): %w", PostgresHint(err), err)
+	}
+	states, err := backfill.ReadStates(ctx, conn, r.target.Tables[0].Schema, r.target.Slot)
+	conn.Close(context.Background())
+	if err != nil {
+		return 0, fmt.Errorf("read the backfills of slot %q: %w", r.target.Slot, err)
+	}
+	for _, t := range r.cfg.Tables {
+		if st, ok := states[t.Qualified()]; ok && t.Backfill.Where != "" && st.Phase != backfill.PhaseDone {
+			r.log.Info("the slot's backfill is unfinished: waiting for it, or resuming it, before streaming",
+				slog.String("table", st.Table), slog.String("phase", st.Phase))
+			return r.prepareBackfilled(ctx)
+		}
+	}
+	return start, nil
 }
 
 // backfillEntry is the pipeline's entry for backfilled rows
@@ -150,6 +190,9 @@ func (e *backfillEntry) Drain(ctx context.Context) error {
 	err := e.pub.close(ctx)
 	if e.bt != nil {
 		err = errors.Join(err, e.bt.end(err == nil))
+		if e.pub.cleaner != nil {
+			e.pub.cleaner.CloseRelease() // the commits' (committingEntry.Commit)
+		}
 	}
 	e.stop()
 	e.watching.Wait()

@@ -49,20 +49,32 @@ type backfillTxn struct {
 	unsure bool
 }
 
-// newBackfillTxn returns the backfill's exactly-once. Nothing is fenced
-// yet: that waits for the backfill's lock (committed, open).
-func (r *Relay) newBackfillTxn(ctx context.Context) (*backfillTxn, error) {
-	sys, err := replication.Identify(ctx, r.cfg.PostgresURL)
-	if err != nil {
-		return nil, fmt.Errorf("exactly-once backfill: %w", err)
+// newBackfillTxn returns the backfill's exactly-once. Nothing is asked
+// of the servers yet, nor fenced: that waits for the backfill's lock, and
+// for a backfill to run (committed, open).
+func (r *Relay) newBackfillTxn() *backfillTxn { return &backfillTxn{r: r} }
+
+// identify learns the system the slot is on, once: the transactional id
+// and the checkpoint's key name it.
+func (bt *backfillTxn) identify(ctx context.Context) error {
+	if bt.key != "" {
+		return nil
 	}
-	return &backfillTxn{r: r, sys: sys, key: checkpoint.Key(sys.ID, r.cfg.Slot.Name)}, nil
+	sys, err := replication.Identify(ctx, bt.r.cfg.PostgresURL)
+	if err != nil {
+		return fmt.Errorf("exactly-once backfill: %w", err)
+	}
+	bt.sys, bt.key = sys, checkpoint.Key(sys.ID, bt.r.cfg.Slot.Name)
+	return nil
 }
 
 // committed fences the slot's earlier instances (an InitProducerID under
 // its transactional id) and returns the backfill's progress in the last
 // committed checkpoint; see backfill.Config.Committed.
 func (bt *backfillTxn) committed(ctx context.Context) (*backfill.Progress, error) {
+	if err := bt.identify(ctx); err != nil {
+		return nil, err
+	}
 	client := bt.r.security.Client(bt.r.cfg.Kafka.Brokers)
 	defer closeIdle(client)
 	octx, cancel := context.WithTimeout(ctx, openTimeout)
@@ -71,8 +83,11 @@ func (bt *backfillTxn) committed(ctx context.Context) (*backfill.Progress, error
 		return nil, err
 	}
 	b, err := bt.readLast(octx, client)
-	if err != nil || b == nil {
-		return nil, err
+	if err != nil {
+		return nil, fmt.Errorf("%w (another slot's transaction left open there holds the read until the broker aborts it, within its transaction timeout)", err)
+	}
+	if b == nil {
+		return nil, nil
 	}
 	p := &backfill.Progress{Table: b.Table, ConsistentPoint: b.ConsistentPoint, Done: b.Done, Finished: b.Finished}
 	if b.After != nil {
@@ -119,6 +134,9 @@ func (bt *backfillTxn) initTxn(ctx context.Context, client *kafka.Client) (*prod
 // open readies a producer of its own for the entry's next publisher, a
 // transaction begun.
 func (bt *backfillTxn) open(ctx context.Context) (*transactional, error) {
+	if err := bt.identify(ctx); err != nil {
+		return nil, err
+	}
 	client := bt.r.security.Client(bt.r.cfg.Kafka.Brokers)
 	octx, cancel := context.WithTimeout(ctx, openTimeout)
 	defer cancel()
@@ -165,6 +183,9 @@ func (bt *backfillTxn) commit(ctx context.Context, progress backfill.Progress, a
 		Done: progress.Done, Finished: progress.Finished}
 	if progress.After != nil {
 		rec.Backfill.After = progress.After.Values
+	}
+	if _, err := rec.Encode(); err != nil { // refused before anything is written
+		return fmt.Errorf("exactly-once backfill: %w", err)
 	}
 	bt.unsure = true
 	if err := bt.ckpt.Write(cctx, rec); err != nil {
@@ -238,7 +259,7 @@ func (c committingEntry) Commit(ctx context.Context, progress backfill.Progress)
 		// them in the table; the backfill stops, and its resume skips
 		// them (see docs/exactly-once.md).
 		if err := cl.Release(ctx, cl.Commit()); err != nil {
-			return fmt.Errorf("exactly-once backfill: clean the rows committed: %w", err)
+			return fmt.Errorf("exactly-once backfill: committed in kafka, but cleaning the rows failed (a resume cleans them): %w", err)
 		}
 	}
 	return nil

@@ -105,6 +105,6 @@ func (r *Relay) reconnect(ctx context.Context, start pglogrepl.LSN) error {
 		case <-ctx.Done():
 			return nil
 		}
-		start, err = r.prepare(ctx, false, standby) // a failure is judged above, as the session's
+		start, err = r.reprepare(ctx, standby) // a failure is judged above, as the session's
 	}
 }

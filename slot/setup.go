@@ -362,6 +362,15 @@ func SlotExists(ctx context.Context, conn *pgx.Conn, slot string) (bool, error) 
 	return ok, nil
 }
 
+// Confirmed returns slot's confirmed_flush_lsn (0 when it has none).
+func Confirmed(ctx context.Context, conn *pgx.Conn, slot string) (pglogrepl.LSN, error) {
+	s, err := readSlot(ctx, conn, slot)
+	if err != nil {
+		return 0, fmt.Errorf("read replication slot %q: %w", slot, err)
+	}
+	return s.confirmed, nil
+}
+
 // PrepareTables is Prepare without the slot: the server, the tables and
 // the publication.
 func PrepareTables(ctx context.Context, conn *pgx.Conn, t Target) error {

@@ -122,3 +122,34 @@ func blockProgress(t *testing.T, o *outbox, on bool) {
 
 // quoteLiteral quotes s as an SQL string literal (a test's own names).
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// TestExactlyOnceBackfillWithoutPoint: a relay killed after it created the
+// slot and before it recorded the slot's consistent point (the progress
+// table says pending) resumes its backfill in exactly-once: its commits
+// need a point to name the backfill by, taken from the slot. Every row is
+// read once.
+func TestExactlyOnceBackfillWithoutPoint(t *testing.T) {
+	slowFault(t)
+	o := newOutbox(t, "eosbfnopoint", defaultColumns)
+	ids := writePending(t, o.db, o.name, 300, 10, 0)
+	ctx := context.Background()
+	if _, err := o.db.Exec(ctx, backfill.ProgressTableSQL("public")); err != nil {
+		t.Fatal(err)
+	}
+	// What the killed relay left: a pending record, then the slot.
+	if _, err := o.db.Exec(ctx, `INSERT INTO outbox_cdc_backfill (slot, outbox_table, phase) VALUES ($1, $2, 'pending')`,
+		o.name, "public."+o.name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.db.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, o.name); err != nil {
+		t.Fatal(err)
+	}
+	r := startRelayNoWait(t, exactlyArgs(o, "--backfill-where", "true")...)
+	msgs := consumeCommitted(t, []string{o.name + ".Order"}, len(ids), time.Minute)
+	if dups := countDuplicates(t, ids, msgs); dups != 0 {
+		t.Errorf("%d rows read twice at read_committed", dups)
+	}
+	if code := r.Stop(t, syscall.SIGTERM, 40*time.Second); code != 0 {
+		t.Errorf("exit %d on SIGTERM\n%s", code, testkit.Tail(r.LogText(), 20))
+	}
+}
