@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outbox-cdc/outbox-cdc/decode"
@@ -217,14 +218,10 @@ func (p *Plan) onExisting(ctx context.Context, conn *pgx.Conn, j job, states map
 	case p.cfg.Force:
 		p.log.Warn("--backfill-force: backfilling again on an existing slot; rows it also streams are published twice",
 			slog.String("table", j.table.Qualified()), slog.String("where", j.where.String()))
-		// A point of its own: a backfill is named by its point, and this
-		// one is not the first (whose commits, in exactly-once, a resume
-		// of this one must not take for its own).
-		point, err := slot.Confirmed(ctx, conn, p.cfg.Target.Slot)
-		if err != nil {
+		var err error
+		if j.state, err = p.forced(ctx, conn, j); err != nil {
 			return err
 		}
-		j.state = State{Table: j.table.Qualified(), Phase: PhaseRunning, ConsistentPoint: point, Order: j.order}
 	case !ok:
 		p.log.Info("--backfill-where: the slot exists and no backfill of it is recorded, so none runs (--backfill-force runs one)",
 			slog.String("table", j.table.Qualified()), slog.String("slot", p.cfg.Target.Slot))
@@ -254,6 +251,25 @@ func (p *Plan) onExisting(ctx context.Context, conn *pgx.Conn, j job, states map
 	}
 	p.due = append(p.due, j)
 	return nil
+}
+
+// forced records j's forced backfill before any table is read: a run cut
+// short, then started without --backfill-force, must resume every table
+// it forces, not only those it reached. Its point, which names it, is the
+// server's WAL position now, past the point of any backfill before (each
+// wrote its progress since), so that a resume in exactly-once never takes
+// an earlier backfill's commits for its own.
+func (p *Plan) forced(ctx context.Context, conn *pgx.Conn, j job) (State, error) {
+	var current string
+	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&current); err != nil {
+		return State{}, fmt.Errorf("read the WAL position: %w", err)
+	}
+	point, err := pglogrepl.ParseLSN(current)
+	if err != nil {
+		return State{}, fmt.Errorf("read the WAL position %q: %w", current, err)
+	}
+	st := State{Table: j.table.Qualified(), Phase: PhaseForced, ConsistentPoint: point, Order: j.order}
+	return st, p.store.Save(ctx, st)
 }
 
 // unfinishedElsewhere refuses to go on when a backfill of the slot was cut

@@ -33,9 +33,18 @@ func (p *Plan) Run(ctx context.Context, entry Entry) error {
 		if err != nil {
 			return err
 		}
-		for i := range p.due { // recorded at once: a resume reads what this snapshot saw
-			p.due[i].state.Snapshot = current
-			if err := p.store.Save(ctx, p.due[i].state); err != nil {
+		// Recorded at once, for every table: a resume reads what this
+		// snapshot saw, also of the tables it had not reached (read in a
+		// snapshot of their own to the end, they would publish rows the
+		// slot streams as well).
+		for i := range p.due {
+			j := &p.due[i]
+			last, err := snap.Last(ctx, &Read{Table: j.table, Where: j.where, Order: j.state.Order})
+			if err != nil {
+				return err
+			}
+			j.state.Snapshot, j.state.Last = current, last
+			if err := p.store.Save(ctx, j.state); err != nil {
 				return err
 			}
 		}
@@ -52,21 +61,15 @@ func (p *Plan) Run(ctx context.Context, entry Entry) error {
 }
 
 // table publishes j's rows in snap, in order, and records its progress:
-// the last row acknowledged with every one before it. In the exported
-// snapshot its last row is recorded first; otherwise the read stops at
-// that row: what sorts after it committed after the slot, which streams
-// it. (A row of that snapshot updated since still sorts where it did,
-// unlike a test on its xmin.)
+// the last row acknowledged with every one before it. Outside the
+// exported snapshot, the read stops at the last row that snapshot saw:
+// what sorts after it committed after the slot, which streams it. (A row
+// of that snapshot updated since still sorts where it did, unlike a test
+// on its xmin.)
 func (p *Plan) table(ctx context.Context, snap *Snapshot, j job, entry Entry) error {
 	st := j.state
 	read := &Read{Table: j.table, Where: j.where, Order: st.Order, After: st.After}
-	if p.exported != nil {
-		last, err := snap.Last(ctx, read)
-		if err != nil {
-			return err
-		}
-		st.Last = last
-	} else {
+	if p.exported == nil { // in the exported snapshot, its last row is recorded (Run)
 		read.Until = st.Last
 	}
 	remaining, err := p.count(ctx, snap, read)

@@ -22,6 +22,9 @@ const (
 	PhasePending = "pending" // recorded before the slot is created
 	PhaseRunning = "running"
 	PhaseDone    = "done"
+	// PhaseForced is a --backfill-force run's, running: it publishes at
+	// least once, and an instance about to stream does not wait for it.
+	PhaseForced = "forced"
 )
 
 // State is one table's backfill for one slot.

@@ -39,8 +39,8 @@ const backfillCommitInterval = 100 * time.Millisecond
 // prepareBackfilled is prepare for a relay with a backfill: package
 // backfill decides what is due (creating the slot, exporting its snapshot,
 // when there is none) and publishes it through a backfillEntry; then it
-// returns where streaming starts.
-func (r *Relay) prepareBackfilled(ctx context.Context) (pglogrepl.LSN, error) {
+// returns where streaming starts. force is --backfill-force, at start.
+func (r *Relay) prepareBackfilled(ctx context.Context, force bool) (pglogrepl.LSN, error) {
 	conn, err := pgx.Connect(ctx, r.cfg.PostgresURL)
 	if err != nil {
 		return 0, fmt.Errorf("connect to postgres (%s): %w", PostgresHint(err), err)
@@ -56,12 +56,12 @@ func (r *Relay) prepareBackfilled(ctx context.Context) (pglogrepl.LSN, error) {
 	}
 	entry := newBackfillEntry(r)
 	cfg := backfill.Config{
-		URL: r.cfg.PostgresURL, Target: r.target, Specs: specs, Force: r.cfg.BackfillForce,
+		URL: r.cfg.PostgresURL, Target: r.target, Specs: specs, Force: force,
 		ConfirmInterval: r.cfg.Stream.ConfirmInterval, DrainTimeout: r.cfg.Stream.DrainTimeout,
 		Logger: r.log, Progress: r.metrics.Backfill, CommitInterval: max(r.cfg.Delivery.TransactionInterval, backfillCommitInterval),
 		CleanGap: r.cfg.Cleanup != cleanup.None,
 	}
-	if r.cfg.Delivery.Exactly() && !r.cfg.BackfillForce {
+	if r.cfg.Delivery.Exactly() && !force {
 		// A forced backfill publishes again what the slot streams: at
 		// least once, as the relay warned.
 		entry.bt = r.newBackfillTxn()
@@ -108,10 +108,12 @@ func (r *Relay) reprepare(ctx context.Context, standby bool) (pglogrepl.LSN, err
 		return 0, fmt.Errorf("read the backfills of slot %q: %w", r.target.Slot, err)
 	}
 	for _, t := range r.cfg.Tables {
-		if st, ok := states[t.Qualified()]; ok && t.Backfill.Where != "" && st.Phase != backfill.PhaseDone {
+		st, ok := states[t.Qualified()]
+		if ok && t.Backfill.Where != "" && st.Phase != backfill.PhaseDone && st.Phase != backfill.PhaseForced {
+			r.live.standingBy.Store(false) // backfilling, or waiting for the lock to
 			r.log.Info("the slot's backfill is unfinished: waiting for it, or resuming it, before streaming",
 				slog.String("table", st.Table), slog.String("phase", st.Phase))
-			return r.prepareBackfilled(ctx)
+			return r.prepareBackfilled(ctx, false) // --backfill-force forces at start only
 		}
 	}
 	return start, nil

@@ -8,12 +8,15 @@ import (
 	"os"
 	"time"
 
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/outbox-cdc/outbox-cdc/backfill"
 	"github.com/outbox-cdc/outbox-cdc/checkpoint"
 	"github.com/outbox-cdc/outbox-cdc/producer"
 	"github.com/outbox-cdc/outbox-cdc/replication"
+	"github.com/outbox-cdc/outbox-cdc/slot"
 )
 
 // backfillTxn is a backfill's exactly-once: its rows go in Kafka
@@ -27,8 +30,8 @@ type backfillTxn struct {
 	r *Relay
 	// base is the record every commit writes, with the progress: the
 	// stream's position as the last checkpoint left it (for the stream to
-	// resume from after the backfill), or, with none, the backfill's
-	// consistent point, where the slot starts.
+	// resume from after the backfill), or, with none, the slot's
+	// position (where the stream starts).
 	base  checkpoint.Record
 	found bool
 	read  bool // base was read
@@ -108,12 +111,33 @@ func (bt *backfillTxn) readLast(ctx context.Context, client *kafka.Client) (*che
 	bt.base, bt.found, bt.read = rec, found, true
 	bt.base.Backfill = nil
 	if !found {
+		// The stream, after the backfill, starts where the slot is: the
+		// record says so (nothing confirms the slot during a backfill).
+		at, err := bt.slotPosition(ctx)
+		if err != nil {
+			return nil, err
+		}
 		sys := bt.sys
-		bt.base, progress = checkpoint.Record{Slot: bt.r.cfg.Slot.Name, Database: sys.Database, SystemID: sys.ID, Timeline: sys.Timeline}, nil
+		bt.base, progress = checkpoint.Record{Slot: bt.r.cfg.Slot.Name, Database: sys.Database, SystemID: sys.ID,
+			Timeline: sys.Timeline, CommitLSN: at, EndLSN: at}, nil
 	}
 	bt.base.Host, _ = os.Hostname()
 	bt.base.PID = os.Getpid()
 	return progress, nil
+}
+
+// slotPosition is the slot's confirmed position.
+func (bt *backfillTxn) slotPosition(ctx context.Context) (pglogrepl.LSN, error) {
+	conn, err := pgx.Connect(ctx, bt.r.cfg.PostgresURL)
+	if err != nil {
+		return 0, fmt.Errorf("exactly-once backfill: connect to postgres (%s): %w", PostgresHint(err), err)
+	}
+	defer conn.Close(context.Background())
+	at, err := slot.Confirmed(ctx, conn, bt.r.cfg.Slot.Name)
+	if err != nil {
+		return 0, fmt.Errorf("exactly-once backfill: %w", err)
+	}
+	return at, nil
 }
 
 // initTxn takes the transactional id: a producer whose InitProducerID
@@ -176,9 +200,6 @@ func (bt *backfillTxn) commit(ctx context.Context, progress backfill.Progress, a
 		return fmt.Errorf("exactly-once backfill: wait for the rows' acknowledgements: %w", err)
 	}
 	rec := bt.base
-	if !bt.found {
-		rec.CommitLSN, rec.EndLSN = progress.ConsistentPoint, progress.ConsistentPoint
-	}
 	rec.Backfill = &checkpoint.Backfill{Table: progress.Table, ConsistentPoint: progress.ConsistentPoint,
 		Done: progress.Done, Finished: progress.Finished}
 	if progress.After != nil {

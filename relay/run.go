@@ -67,7 +67,7 @@ func (r *Relay) run(ctx context.Context) error {
 	var start pglogrepl.LSN
 	var err error
 	if r.backfilled() {
-		start, err = r.prepareBackfilled(ctx)
+		start, err = r.prepareBackfilled(ctx, cfg.BackfillForce)
 	} else {
 		start, err = r.prepare(ctx, true, false)
 	}
