@@ -15,8 +15,9 @@ import (
 // Progress is how far a backfill of one table got, as a commit records it.
 type Progress struct {
 	Table string // schema.table
-	// ConsistentPoint names the backfill: the slot's, when it began.
+	// ConsistentPoint and Snapshot name the backfill (State's).
 	ConsistentPoint pglogrepl.LSN
+	Snapshot        string
 	Done            int64 // rows committed, in read order
 	After           *Key  // the last of them; nil before the first
 	Finished        bool  // every row of the table is committed
@@ -76,7 +77,7 @@ func (p *Plan) committed(ctx context.Context, j *job, st State) (State, bool, er
 		p.asked = true
 	}
 	c := p.last
-	if c == nil || c.Table != st.Table || c.ConsistentPoint != st.ConsistentPoint || c.Done < st.Done ||
+	if c == nil || c.Table != st.Table || c.ConsistentPoint != st.ConsistentPoint || c.Snapshot != st.Snapshot || c.Done < st.Done ||
 		(c.Done == st.Done && !c.Finished) {
 		return st, false, nil
 	}

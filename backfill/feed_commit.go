@@ -58,7 +58,7 @@ func (f *feed) commit(ctx context.Context, finished bool) error {
 		k := f.keys[f.handed-1]
 		after = &k
 	}
-	progress := Progress{Table: f.st.Table, ConsistentPoint: f.st.ConsistentPoint,
+	progress := Progress{Table: f.st.Table, ConsistentPoint: f.st.ConsistentPoint, Snapshot: f.st.Snapshot,
 		Done: f.startDone + int64(f.handed), After: after, Finished: finished}
 	if err := f.commits.Commit(ctx, progress); err != nil {
 		return err

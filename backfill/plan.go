@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outbox-cdc/outbox-cdc/decode"
@@ -241,6 +240,14 @@ func (p *Plan) onExisting(ctx context.Context, conn *pgx.Conn, j job, states map
 			}
 			st.ConsistentPoint = point
 		}
+		if st.Phase == PhaseForced {
+			// Resumed without the flag: an instance about to stream waits
+			// for it from now on (relay's reprepare), before it fences.
+			st.Phase = PhaseRunning
+			if err := p.store.Save(ctx, st); err != nil {
+				return err
+			}
+		}
 		st, finished, err := p.committed(ctx, &j, st)
 		if err != nil || finished {
 			return err
@@ -255,20 +262,22 @@ func (p *Plan) onExisting(ctx context.Context, conn *pgx.Conn, j job, states map
 
 // forced records j's forced backfill before any table is read: a run cut
 // short, then started without --backfill-force, must resume every table
-// it forces, not only those it reached. Its point, which names it, is the
-// server's WAL position now, past the point of any backfill before (each
-// wrote its progress since), so that a resume in exactly-once never takes
-// an earlier backfill's commits for its own.
+// it forces, not only those it reached. Its point is the slot's position
+// (stamped on its events as their commit LSN: at or before whatever the
+// slot streams next); since that may be an earlier backfill's point, the
+// server's current snapshot names it too (it moves past every earlier
+// one: each backfill wrote its progress since), so that a resume in
+// exactly-once never takes an earlier backfill's commits for its own.
 func (p *Plan) forced(ctx context.Context, conn *pgx.Conn, j job) (State, error) {
-	var current string
-	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&current); err != nil {
-		return State{}, fmt.Errorf("read the WAL position: %w", err)
-	}
-	point, err := pglogrepl.ParseLSN(current)
+	point, err := slot.Confirmed(ctx, conn, p.cfg.Target.Slot)
 	if err != nil {
-		return State{}, fmt.Errorf("read the WAL position %q: %w", current, err)
+		return State{}, err
 	}
-	st := State{Table: j.table.Qualified(), Phase: PhaseForced, ConsistentPoint: point, Order: j.order}
+	var snapshot string
+	if err := conn.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&snapshot); err != nil {
+		return State{}, fmt.Errorf("read the current snapshot: %w", err)
+	}
+	st := State{Table: j.table.Qualified(), Phase: PhaseForced, ConsistentPoint: point, Order: j.order, Snapshot: snapshot}
 	return st, p.store.Save(ctx, st)
 }
 

@@ -30,7 +30,7 @@ func (p *Plan) resumed(ctx context.Context, conn *pgx.Conn, j job, st State) (St
 		st.Order, st.After = legacy, legacyKey(st.After, legacy)
 	}
 	if st.Last == nil {
-		p.log.Warn("resuming a backfill whose first snapshot's extent was not recorded (cut short before its first row, or recorded by an earlier version), in a snapshot of its own: rows committed since the slot was created may be published twice",
+		p.log.Warn("resuming a backfill whose first snapshot's extent was not recorded (cut short before it was, forced, or recorded by an earlier version), in a snapshot of its own: rows committed since the slot was created may be published twice",
 			slog.String("table", j.table.Qualified()), slog.Int64("done", st.Done), slog.Int64("total", st.Total))
 	} else {
 		p.log.Info("resuming a backfill cut short, up to the last row its first snapshot saw",

@@ -44,6 +44,9 @@ func (p *Plan) Run(ctx context.Context, entry Entry) error {
 				return err
 			}
 			j.state.Snapshot, j.state.Last = current, last
+			if last == nil { // no row to backfill: done, or a resume would read rows the slot streams
+				j.state.Phase = PhaseDone
+			}
 			if err := p.store.Save(ctx, j.state); err != nil {
 				return err
 			}

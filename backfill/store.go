@@ -40,8 +40,9 @@ type State struct {
 	// table had one, else by id.
 	Order Order
 	// Snapshot is the exported snapshot the backfill began in
-	// (pg_snapshot's text form), for the record. Empty in a record of an
-	// earlier version.
+	// (pg_snapshot's text form), or a forced backfill's current snapshot
+	// when it began: with ConsistentPoint it names the backfill. Empty in
+	// a record of an earlier version.
 	Snapshot string
 	// Last is the last row of that snapshot in the backfill's order: a
 	// resume, reading in a snapshot of its own, stops there, since rows

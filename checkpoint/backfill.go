@@ -14,10 +14,13 @@ import (
 // one commit; this record never does.
 type Backfill struct {
 	Table string // schema.table
-	// ConsistentPoint is the slot's consistent point when the backfill
-	// began: it names the backfill (a slot dropped and created again
-	// backfills again, from another point).
+	// ConsistentPoint and Snapshot name the backfill: the slot's
+	// consistent point when it began (a slot dropped and created again
+	// backfills again, from another point), and the snapshot it began in
+	// (pg_snapshot's text form: a forced backfill's own, since its point
+	// may be an earlier backfill's).
 	ConsistentPoint pglogrepl.LSN
+	Snapshot        string
 	Done            int64     // rows committed, in the backfill's read order
 	After           []*string // the key of the last of them; nil before the first
 	Finished        bool      // every row of the table is committed
@@ -27,6 +30,7 @@ type Backfill struct {
 type wireBackfill struct {
 	Table           string    `json:"table"`
 	ConsistentPoint string    `json:"point"`
+	Snapshot        string    `json:"snapshot,omitempty"`
 	Done            int64     `json:"done"`
 	After           []*string `json:"after,omitempty"`
 	Finished        bool      `json:"finished,omitempty"`
@@ -36,7 +40,7 @@ func (b *Backfill) wire() *wireBackfill {
 	if b == nil {
 		return nil
 	}
-	return &wireBackfill{Table: b.Table, ConsistentPoint: b.ConsistentPoint.String(), Done: b.Done, After: b.After, Finished: b.Finished}
+	return &wireBackfill{Table: b.Table, ConsistentPoint: b.ConsistentPoint.String(), Snapshot: b.Snapshot, Done: b.Done, After: b.After, Finished: b.Finished}
 }
 
 func (w *wireBackfill) backfill() (*Backfill, error) {
@@ -47,7 +51,7 @@ func (w *wireBackfill) backfill() (*Backfill, error) {
 	if err != nil {
 		return nil, fmt.Errorf("backfill point: %w", err)
 	}
-	b := &Backfill{Table: w.Table, ConsistentPoint: point, Done: w.Done, After: w.After, Finished: w.Finished}
+	b := &Backfill{Table: w.Table, ConsistentPoint: point, Snapshot: w.Snapshot, Done: w.Done, After: w.After, Finished: w.Finished}
 	if err := b.validate(); err != nil {
 		return nil, err
 	}

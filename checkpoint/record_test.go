@@ -105,7 +105,7 @@ func TestDecode(t *testing.T) {
 // the commit time's zone.
 func TestRoundTrip(t *testing.T) {
 	backfilling := sample()
-	backfilling.Backfill = &Backfill{Table: "s.t", ConsistentPoint: 9, Done: 1, After: []*string{nil, ptr("x")}, Finished: true}
+	backfilling.Backfill = &Backfill{Table: "s.t", ConsistentPoint: 9, Snapshot: "10:12:10,11", Done: 1, After: []*string{nil, ptr("x")}, Finished: true}
 	for _, r := range []Record{sample(), {SystemID: "1", Slot: "s", Timeline: 1, CommitLSN: 0, EndLSN: 1}, backfilling} {
 		r.CommitTime = r.CommitTime.In(time.FixedZone("X", -7200))
 		b, err := r.Encode()

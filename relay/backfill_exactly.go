@@ -92,7 +92,7 @@ func (bt *backfillTxn) committed(ctx context.Context) (*backfill.Progress, error
 	if b == nil {
 		return nil, nil
 	}
-	p := &backfill.Progress{Table: b.Table, ConsistentPoint: b.ConsistentPoint, Done: b.Done, Finished: b.Finished}
+	p := &backfill.Progress{Table: b.Table, ConsistentPoint: b.ConsistentPoint, Snapshot: b.Snapshot, Done: b.Done, Finished: b.Finished}
 	if b.After != nil {
 		p.After = &backfill.Key{Values: b.After}
 	}
@@ -200,7 +200,7 @@ func (bt *backfillTxn) commit(ctx context.Context, progress backfill.Progress, a
 		return fmt.Errorf("exactly-once backfill: wait for the rows' acknowledgements: %w", err)
 	}
 	rec := bt.base
-	rec.Backfill = &checkpoint.Backfill{Table: progress.Table, ConsistentPoint: progress.ConsistentPoint,
+	rec.Backfill = &checkpoint.Backfill{Table: progress.Table, ConsistentPoint: progress.ConsistentPoint, Snapshot: progress.Snapshot,
 		Done: progress.Done, Finished: progress.Finished}
 	if progress.After != nil {
 		rec.Backfill.After = progress.After.Values

@@ -156,25 +156,29 @@ func TestExactlyOnceBackfillWithoutPoint(t *testing.T) {
 
 // TestExactlyOnceBackfillTwoTables: a backfill of two tables killed during
 // the first resumes the second up to the last row the slot's snapshot saw
-// (rows committed since are the slot's: read once). Then a forced
+// (rows committed since are the slot's: read once); a third, empty in
+// that snapshot, is not read at all (its rows are all the slot's). Then a forced
 // backfill of both, killed during the first and restarted without
 // --backfill-force, still backfills the second.
 func TestExactlyOnceBackfillTwoTables(t *testing.T) {
 	slowFault(t)
 	a := newOutbox(t, "eosbftwo_a", defaultColumns)
 	b := newOutbox(t, "eosbftwo_b", defaultColumns)
+	c := newOutbox(t, "eosbftwo_c", defaultColumns)
 	ids := append(writePending(t, a.db, a.name, 3000, 50, 0), writePending(t, b.db, b.name, 300, 50, 0)...)
 	topic := a.name + ".Order"
 	args := replaceFlag(exactlyArgs(a, "--backfill-where", "true", "--max-in-flight", "10", "--batch-timeout", "20ms"),
-		"--table", "public."+a.name+",public."+b.name)
+		"--table", "public."+a.name+",public."+b.name+",public."+c.name)
 	r := startRelayNoWait(t, args...)
 	waitSlot(t, a)
+	consume(t, []string{topic}, 1, time.Minute)                     // the slot's snapshot is taken
 	ids = append(ids, writePending(t, b.db, b.name, 200, 50, 0)...) // after the slot: streamed
+	ids = append(ids, writePending(t, c.db, c.name, 100, 50, 0)...)
 	killAfter(t, a, r, topic, 500, 0)
 	r = startRelayNoWait(t, args...)
 	msgs := consumeCommitted(t, []string{topic}, len(ids), 2*time.Minute)
 	if dups := countDuplicates(t, ids, msgs); dups != 0 {
-		t.Errorf("%d rows read twice at read_committed after a kill -9 during the first of two tables", dups)
+		t.Errorf("%d rows read twice at read_committed after a kill -9 during the first of three tables", dups)
 	}
 	if code := r.Stop(t, syscall.SIGTERM, 40*time.Second); code != 0 {
 		t.Fatalf("exit %d on SIGTERM", code)
