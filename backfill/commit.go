@@ -113,16 +113,9 @@ func (p *Plan) cleanGap(ctx context.Context, snap *Snapshot, j job, entry Entry)
 			if rows == nil {
 				rows = dec.Rows(rel)
 			}
-			var row Row
-			ev, err := rows.Event(values, j.state.ConsistentPoint, time.Now())
-			var rowErr *decode.InvalidRowError
-			switch {
-			case errors.As(err, &rowErr):
-				row.Invalid = rowErr
-			case err != nil:
+			row, err := decodeRow(rows, values, j.state.ConsistentPoint, time.Now())
+			if err != nil {
 				return err
-			default:
-				row.Event = ev
 			}
 			n++
 			return cleaner.CleanCommitted(readCtx, row)

@@ -61,22 +61,30 @@ func (p *Plan) newFeed(st State, entry Entry) *feed {
 	return f
 }
 
+// decodeRow decodes a backfilled row's values as of point: an event, or
+// why the row does not decode (it is dead-lettered); an error that is not
+// the row's own stops the backfill.
+func decodeRow(rows *decode.RowDecoder, values [][]byte, point pglogrepl.LSN, at time.Time) (Row, error) {
+	ev, err := rows.Event(values, point, at)
+	var rowErr *decode.InvalidRowError
+	switch {
+	case errors.As(err, &rowErr):
+		return Row{Invalid: rowErr}, nil
+	case err != nil:
+		return Row{}, err
+	}
+	return Row{Event: ev}, nil
+}
+
 // row hands one row over (a row that does not decode, to be dead-lettered),
 // and every few milliseconds records progress.
 func (f *feed) row(ctx context.Context, rel *pglogrepl.RelationMessage, values [][]byte, key Key) error {
 	if f.rows == nil {
 		f.rows = f.dec.Rows(rel)
 	}
-	var row Row
-	ev, err := f.rows.Event(values, f.st.ConsistentPoint, f.began)
-	var rowErr *decode.InvalidRowError
-	switch {
-	case errors.As(err, &rowErr):
-		row.Invalid = rowErr
-	case err != nil:
+	row, err := decodeRow(f.rows, values, f.st.ConsistentPoint, f.began)
+	if err != nil {
 		return err
-	default:
-		row.Event = ev
 	}
 	if f.commits != nil { // shared with the commits (startCommits)
 		f.mu.Lock()
