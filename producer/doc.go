@@ -1,15 +1,15 @@
 // Package producer is the Kafka producer core under sink/: it encodes
 // record batches (magic 2) itself, so that a batch carries the producer id,
-// epoch and base sequence an idempotent (and later transactional) producer
-// needs. kafka-go's own encoder always writes producer id −1; kafka-go
-// still carries the bytes (protocol/rawproduce) and compresses them (its
+// epoch and base sequence an idempotent or transactional producer needs.
+// kafka-go's own encoder always writes producer id −1; kafka-go still
+// carries the bytes (protocol/rawproduce) and compresses them (its
 // compress codecs, so that sink's 64 KiB lz4 blocks apply here too).
 //
-// Txn is the transactional half, for exactly-once delivery (not yet used
-// by the relay): it finds the transaction coordinator of a transactional
-// id, fences the id's previous holder (InitProducerID), adds partitions to
-// a transaction once each, and commits or aborts it (EndTxn), with the
-// Java producer's retriable, abortable and fatal errors (TxnError). The
-// caller encodes the batches (Header), sends them and reports a refused
-// one (Refused).
+// Txn is the transactional half, for exactly-once delivery (sink's writer
+// sends its batches in the open transaction; relay commits it): it finds
+// the transaction coordinator of a transactional id, fences the id's
+// previous holder (InitProducerID), adds partitions to a transaction once
+// each, and commits or aborts it (EndTxn), with the Java producer's
+// retriable, abortable and fatal errors (TxnError). The caller encodes the
+// batches (Header), sends them and reports a refused one (Refused).
 package producer

@@ -237,14 +237,14 @@ func (s *sender) settle(b batch, err error) {
 		// The fates are reported while the partition is still busy: a key
 		// that moves to a new partition once this one drains (see route)
 		// has its later events acknowledged after these, not before.
-		w.up()
+		w.health.up()
 		w.acked(b.msgs)
 		for i := range b.msgs {
 			m := b.msgs[i].WriterData.(meta)
 			w.done(m.token, m.reason, nil)
 		}
 		w.mu.Lock()
-		w.advance(b.p, b.h, len(b.msgs))
+		b.p.advance(b.h, len(b.msgs))
 		b.p.busy, b.p.attempt = false, 0
 		s.handOver(b.p)
 		w.mu.Unlock()
@@ -296,7 +296,7 @@ func (s *sender) settle(b batch, err error) {
 	s.handOver(b.p)
 	w.mu.Unlock()
 	if w.abandon.Err() == nil {
-		w.produceFailed(err, "produce %d messages to %s/%d (attempt %d): %v", len(b.msgs), b.p.tp.topic, b.p.tp.id, attempt, err)
+		w.health.failed(err, "produce %d messages to %s/%d (attempt %d): %v", len(b.msgs), b.p.tp.topic, b.p.tp.id, attempt, err)
 	}
 	if leaderMoved(err) {
 		// Ask where to, so that the batch follows it (lookup reassigns

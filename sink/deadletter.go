@@ -80,10 +80,10 @@ func (w *Writer) deadLetterEvent(ctx context.Context, ev *decode.Event, topic st
 	if w.cfg.DeadLetterTopic == "" {
 		return perr
 	}
-	msg := kafka.Message{Key: []byte(ev.AggregateID), Value: w.deadLetterValue(ev), Time: ev.Time}
+	msg := kafka.Message{Key: []byte(ev.AggregateID), Value: w.shape.deadLetterValue(ev), Time: ev.Time}
 	// The headers the event would have had, envelope included, so that a
 	// replay (package dlq) publishes it as it would have been.
-	msg.Headers = append(append(deadLetterHeaders(perr.Reason, perr.Err.Error(), ev.Table, ev.CommitLSN, topic, ev.Partition), extra...), w.headers(ev)...)
+	msg.Headers = append(append(deadLetterHeaders(perr.Reason, perr.Err.Error(), ev.Table, ev.CommitLSN, topic, ev.Partition), extra...), w.shape.headers(ev)...)
 	if len(msg.Key) == 0 {
 		msg.Key = []byte(ev.ID)
 	}
@@ -153,7 +153,7 @@ func (w *Writer) DeadLetterKeepsValue(ev *decode.Event) bool {
 	if w.cfg.DeadLetterTopic == "" {
 		return true
 	}
-	m := kafka.Message{Key: []byte(ev.AggregateID), Value: w.deadLetterValue(ev), Headers: w.headers(ev)}
+	m := kafka.Message{Key: []byte(ev.AggregateID), Value: w.shape.deadLetterValue(ev), Headers: w.shape.headers(ev)}
 	if len(m.Key) == 0 {
 		m.Key = []byte(ev.ID)
 	}

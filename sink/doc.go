@@ -6,4 +6,11 @@
 // dead letters for what Kafka can never accept, and the classification of
 // produce errors into retriable and permanent. It reports each event's fate
 // to a callback and decides nothing else.
+//
+// The Writer composes rooms of its own: shape turns an event into its
+// record (envelope.go), routes decides its partition and holds each
+// topic's partition count (routes.go), health tells an outage from a
+// blip (failing.go), and the senders with their partitions' queues and
+// sequences send (broker.go, partition.go, idempotence.go), in Kafka
+// transactions for exactly-once (transaction.go).
 package sink

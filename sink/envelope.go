@@ -54,28 +54,46 @@ const (
 	TimestampCommit Timestamp = "commit"
 )
 
-// recordTime is ev's record timestamp under the writer's Timestamp.
-func (w *Writer) recordTime(ev *decode.Event) time.Time {
-	if w.cfg.Timestamp == TimestampCommit {
+// shape turns an event into its record: value, headers and timestamp,
+// under the configured envelope. It is the envelope's room, apart from
+// routing and sending: immutable once built, so every goroutine reads it
+// without a lock, and it is tested without a broker.
+type shape struct {
+	envelope        Envelope
+	timestamp       Timestamp
+	metadataHeaders bool   // Config.MetadataHeaders
+	source          string // Config.CloudEventsSource; empty: from the table
+	expand          bool   // Config.ConnectExpandPayload
+}
+
+// shapeOf returns cfg's record shape.
+func shapeOf(cfg Config) shape {
+	return shape{envelope: cfg.Envelope, timestamp: cfg.Timestamp, metadataHeaders: cfg.MetadataHeaders,
+		source: cfg.CloudEventsSource, expand: cfg.ConnectExpandPayload}
+}
+
+// recordTime is ev's record timestamp under the shape's Timestamp.
+func (s shape) recordTime(ev *decode.Event) time.Time {
+	if s.timestamp == TimestampCommit {
 		return ev.CommitTime
 	}
 	return ev.Time
 }
 
-// recordValue is ev's record value under the writer's envelope: nil,
+// recordValue is ev's record value under the shape's envelope: nil,
 // which Kafka keeps as a null value, for a tombstone alone, so that
 // compaction deletes its key (no envelope: a structured one would not be
 // a tombstone); a payload that is empty stays an empty value, or an
 // envelope with empty data.
-func (w *Writer) recordValue(ev *decode.Event) []byte {
+func (s shape) recordValue(ev *decode.Event) []byte {
 	switch {
 	case ev.Tombstone:
 		return nil
-	case w.cfg.Envelope == EnvelopeCloudEventsStructured:
-		source := w.cloudEventSource(ev)
+	case s.envelope == EnvelopeCloudEventsStructured:
+		source := s.cloudEventSource(ev)
 		return appendCloudEvent(make([]byte, 0, cloudEventSize(ev, source)), ev, source)
-	case w.cfg.Envelope == EnvelopeConnectJSON:
-		return w.connectValue(ev)
+	case s.envelope == EnvelopeConnectJSON:
+		return s.connectValue(ev)
 	case ev.Payload == nil:
 		return []byte{}
 	}
@@ -86,9 +104,9 @@ func (w *Writer) recordValue(ev *decode.Event) []byte {
 // envelope its record value, which its headers (content-type) announce, so
 // that a replay (package dlq) publishes the record it would have been;
 // otherwise the payload as it is.
-func (w *Writer) deadLetterValue(ev *decode.Event) []byte {
-	if w.cfg.Envelope == EnvelopeCloudEventsStructured || w.cfg.Envelope == EnvelopeConnectJSON {
-		return w.recordValue(ev)
+func (s shape) deadLetterValue(ev *decode.Event) []byte {
+	if s.envelope == EnvelopeCloudEventsStructured || s.envelope == EnvelopeConnectJSON {
+		return s.recordValue(ev)
 	}
 	return ev.Payload
 }
@@ -108,16 +126,16 @@ const (
 	HeaderCEType  = "ce_type"
 )
 
-// headers returns the Kafka headers of ev under the writer's envelope.
-func (w *Writer) headers(ev *decode.Event) []kafka.Header {
+// headers returns the Kafka headers of ev under the shape's envelope.
+func (s shape) headers(ev *decode.Event) []kafka.Header {
 	n := 3 + len(ev.Headers)
-	switch w.cfg.Envelope {
+	switch s.envelope {
 	case EnvelopeCloudEvents:
 		n += 8
 	case EnvelopeCloudEventsStructured:
 		n++
 	}
-	if w.cfg.MetadataHeaders {
+	if s.metadataHeaders {
 		n += 3
 	}
 	hs := make([]kafka.Header, 0, n)
@@ -128,13 +146,13 @@ func (w *Writer) headers(ev *decode.Event) []kafka.Header {
 	if ev.AggregateType != "" { // a table without the column: no header
 		hs = append(hs, kafka.Header{Key: "aggregate_type", Value: []byte(ev.AggregateType)})
 	}
-	switch w.cfg.Envelope {
+	switch s.envelope {
 	case EnvelopeCloudEventsStructured:
 		if !ev.Tombstone { // a null value is no CloudEvent: nothing to parse
 			hs = append(hs, kafka.Header{Key: "content-type", Value: contentTypeCloudEvents})
 		}
 	case EnvelopeCloudEvents:
-		source := w.cloudEventSource(ev)
+		source := s.cloudEventSource(ev)
 		hs = append(hs,
 			kafka.Header{Key: "ce_specversion", Value: []byte(ceSpecVersion)},
 			kafka.Header{Key: HeaderCEID, Value: []byte(ev.ID)},
@@ -148,7 +166,7 @@ func (w *Writer) headers(ev *decode.Event) []kafka.Header {
 				kafka.Header{Key: "ce_partitionkey", Value: []byte(ev.AggregateID)})
 		}
 	}
-	if w.cfg.MetadataHeaders {
+	if s.metadataHeaders {
 		hs = append(hs,
 			kafka.Header{Key: HeaderCommitLSN, Value: []byte(ev.CommitLSN.String())},
 			kafka.Header{Key: HeaderXid, Value: []byte(strconv.FormatUint(uint64(ev.Xid), 10))},

@@ -17,9 +17,9 @@ var contentTypeCloudEvents = []byte(ContentTypeCloudEvents) // shared, never wri
 
 // cloudEventSource is the CloudEvents source of ev, in either mode:
 // Config.CloudEventsSource, or /outbox-cdc/ and the table.
-func (w *Writer) cloudEventSource(ev *decode.Event) string {
-	if w.cfg.CloudEventsSource != "" {
-		return w.cfg.CloudEventsSource
+func (s shape) cloudEventSource(ev *decode.Event) string {
+	if s.source != "" {
+		return s.source
 	}
 	return "/outbox-cdc/" + ev.Table
 }

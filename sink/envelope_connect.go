@@ -47,9 +47,9 @@ const (
 const ConnectSchemaName = "outbox_cdc.Event"
 
 // connectValue is ev's record value under EnvelopeConnectJSON.
-func (w *Writer) connectValue(ev *decode.Event) []byte {
-	ts := w.recordTime(ev)
-	if w.cfg.ConnectExpandPayload && (isJSONType(ev.ContentType) || looksLikeDocument(ev.Payload)) {
+func (s shape) connectValue(ev *decode.Event) []byte {
+	ts := s.recordTime(ev)
+	if s.expand && (isJSONType(ev.ContentType) || looksLikeDocument(ev.Payload)) {
 		if v, ok := appendConnectExpanded(nil, ev, ts); ok {
 			return v
 		}

@@ -50,7 +50,7 @@ func TestConnectJSON(t *testing.T) {
 		{"bytea that is UTF-8 but not JSON", "plain", ctBytes, "bytes", b64("plain")},
 		{"text not UTF-8", "caf\xe9", ctText, "bytes", b64("caf\xe9")},
 	}
-	w := &Writer{cfg: Config{Envelope: EnvelopeConnectJSON}}
+	w := shapeOf(Config{Envelope: EnvelopeConnectJSON})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			schema, payload, all := connectParts(t, w.recordValue(envelopeEvent(c.payload, c.contentType)))
@@ -74,7 +74,7 @@ func TestConnectJSON(t *testing.T) {
 // TestConnectJSONFields: empty aggregate columns are nulls; the timestamp
 // follows Config.Timestamp.
 func TestConnectJSONFields(t *testing.T) {
-	w := &Writer{cfg: Config{Envelope: EnvelopeConnectJSON, Timestamp: TimestampCommit}}
+	w := shapeOf(Config{Envelope: EnvelopeConnectJSON, Timestamp: TimestampCommit})
 	ev := envelopeEvent(`{}`, ctJSON)
 	ev.AggregateType, ev.AggregateID = "", ""
 	_, _, all := connectParts(t, w.recordValue(ev))
@@ -121,7 +121,7 @@ func TestConnectExpandPayload(t *testing.T) {
 		{"not JSON: string", `{"a":`, ctText, asString},
 		{"text scalar: string", `42`, ctText, asString},
 	}
-	w := &Writer{cfg: Config{Envelope: EnvelopeConnectJSON, ConnectExpandPayload: true}}
+	w := shapeOf(Config{Envelope: EnvelopeConnectJSON, ConnectExpandPayload: true})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			schema, payload, _ := connectParts(t, w.recordValue(envelopeEvent(c.payload, c.contentType)))

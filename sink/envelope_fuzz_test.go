@@ -116,7 +116,7 @@ func checkEnvelopes(t *testing.T, payload []byte, contentType, id string) {
 	ev := envelopeEvent(string(payload), contentType)
 	ev.ID = id
 	for _, cfg := range []Config{{Envelope: EnvelopeCloudEventsStructured}, {Envelope: EnvelopeConnectJSON}, {Envelope: EnvelopeConnectJSON, ConnectExpandPayload: true}} {
-		v := (&Writer{cfg: cfg}).recordValue(ev)
+		v := shapeOf(cfg).recordValue(ev)
 		if !json.Valid(v) || !utf8.Valid(v) {
 			t.Fatalf("%s (expand %v), payload %q (%s): not valid UTF-8 JSON:\n%s", cfg.Envelope, cfg.ConnectExpandPayload, payload, contentType, v)
 		}
@@ -196,7 +196,7 @@ func BenchmarkEnvelope(b *testing.B) {
 		{"connect-json", Config{Envelope: EnvelopeConnectJSON}},
 		{"connect-json-expanded", Config{Envelope: EnvelopeConnectJSON, ConnectExpandPayload: true}},
 	} {
-		w := &Writer{cfg: c.cfg}
+		w := shapeOf(c.cfg)
 		ev := envelopeEvent(payload, ctJSON)
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()

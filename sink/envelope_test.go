@@ -65,7 +65,7 @@ func TestCloudEventStructured(t *testing.T) {
 		{"xml message", `<a/>`, "application/xml", "", `"` + base64.StdEncoding.EncodeToString([]byte(`<a/>`)) + `"`, "application/xml"},
 		{"no content type", "\x01", "", "", `"AQ=="`, ""},
 	}
-	w := &Writer{cfg: Config{Envelope: EnvelopeCloudEventsStructured}}
+	w := shapeOf(Config{Envelope: EnvelopeCloudEventsStructured})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			m := decodeObject(t, w.recordValue(envelopeEvent(c.payload, c.contentType)))
@@ -96,7 +96,7 @@ func TestCloudEventStructured(t *testing.T) {
 // TestCloudEventStructuredAttributes: no subject nor partitionkey for a
 // null key, the configured source, and escaping in attributes.
 func TestCloudEventStructuredAttributes(t *testing.T) {
-	w := &Writer{cfg: Config{Envelope: EnvelopeCloudEventsStructured, CloudEventsSource: "urn:example:orders"}}
+	w := shapeOf(Config{Envelope: EnvelopeCloudEventsStructured, CloudEventsSource: "urn:example:orders"})
 	ev := envelopeEvent(`{}`, ctJSON)
 	ev.AggregateID, ev.EventType = "", "quote\"and\\back"
 	m := decodeObject(t, w.recordValue(ev))
@@ -121,7 +121,7 @@ func TestCloudEventStructuredAttributes(t *testing.T) {
 // both.
 func TestStructuredEnvelopeHeaders(t *testing.T) {
 	for _, env := range []Envelope{EnvelopeCloudEventsStructured, EnvelopeConnectJSON} {
-		w := &Writer{cfg: Config{Envelope: env, MetadataHeaders: true}}
+		w := shapeOf(Config{Envelope: env, MetadataHeaders: true})
 		ev := envelopeEvent(`{"a":1}`, ctJSON)
 		ev.Headers = []decode.Header{{Key: "traceparent", Value: []byte("00-1")}}
 		hs := headerMap(w.headers(ev))
@@ -164,7 +164,7 @@ func headerMap(hs []kafka.Header) map[string]string {
 // payload byte for byte, an empty one as an empty value.
 func TestRawEnvelopesUnchanged(t *testing.T) {
 	for _, env := range []Envelope{EnvelopeRaw, EnvelopeCloudEvents, ""} {
-		w := &Writer{cfg: Config{Envelope: env}}
+		w := shapeOf(Config{Envelope: env})
 		ev := envelopeEvent(`{"a": 1}`, ctJSON)
 		if v := w.recordValue(ev); string(v) != `{"a": 1}` {
 			t.Errorf("%q: value %q, want the payload", env, v)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -16,44 +17,57 @@ import (
 	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
-// produceFailed is called on each failed produce attempt. It is turned
-// into one warning per outage, once failures have lasted a second: a leader
-// moving, or a topic just created, fails one attempt and is not worth a
-// warning.
-func (w *Writer) produceFailed(err error, msg string, args ...any) {
-	w.cfg.Observer.ProduceFailed(errorKind(err))
+// health tracks whether produce requests are failing: one warning per
+// outage, and Failing for readiness. Every sender and retry reports to it;
+// its state is atomic, so it takes no lock.
+type health struct {
+	log      *slog.Logger
+	observer Observer
+
+	down         atomic.Bool  // produce is failing; logged once per outage
+	failingSince atomic.Int64 // unix nanoseconds of the first failure since the last success
+	lastFailure  atomic.Pointer[string]
+}
+
+// failed is called on each failed produce attempt. It is turned into one
+// warning per outage, once failures have lasted a second: a leader moving,
+// or a topic just created, fails one attempt and is not worth a warning.
+func (h *health) failed(err error, msg string, args ...any) {
+	h.observer.ProduceFailed(errorKind(err))
 	text := fmt.Sprintf(msg, args...)
-	w.lastFailure.Store(&text)
+	h.lastFailure.Store(&text)
 	now := time.Now().UnixNano()
-	w.failingSince.CompareAndSwap(0, now)
-	if now-w.failingSince.Load() < int64(time.Second) {
-		w.log.Debug("kafka produce failed, retrying", slog.String("err", fmt.Sprintf(msg, args...)))
+	h.failingSince.CompareAndSwap(0, now)
+	if now-h.failingSince.Load() < int64(time.Second) {
+		h.log.Debug("kafka produce failed, retrying", slog.String("err", text))
 		return
 	}
-	if w.down.CompareAndSwap(false, true) {
-		w.log.Warn("kafka produce failing, retrying until it succeeds", slog.String("err", fmt.Sprintf(msg, args...)))
+	if h.down.CompareAndSwap(false, true) {
+		h.log.Warn("kafka produce failing, retrying until it succeeds", slog.String("err", text))
 	}
 }
 
 // Failing reports, when produce requests have failed for at least d with
 // no success since, since when and the last failure.
 func (w *Writer) Failing(d time.Duration) (since time.Time, last string, failing bool) {
-	ns := w.failingSince.Load()
+	h := &w.health
+	ns := h.failingSince.Load()
 	if ns == 0 || time.Since(time.Unix(0, ns)) < d {
 		return time.Time{}, "", false
 	}
-	if p := w.lastFailure.Load(); p != nil {
+	if p := h.lastFailure.Load(); p != nil {
 		last = *p
 	}
 	return time.Unix(0, ns), last, true
 }
 
-func (w *Writer) up() {
-	if w.failingSince.Load() != 0 {
-		w.failingSince.Store(0)
+// up is called on each success: the outage, if any, is over.
+func (h *health) up() {
+	if h.failingSince.Load() != 0 {
+		h.failingSince.Store(0)
 	}
-	if w.down.Load() && w.down.CompareAndSwap(true, false) {
-		w.log.Info("kafka produce succeeding again")
+	if h.down.Load() && h.down.CompareAndSwap(true, false) {
+		h.log.Info("kafka produce succeeding again")
 	}
 }
 
@@ -86,7 +100,7 @@ func (w *Writer) salvage(msgs []kafka.Message, partition int, perr *Error) (fail
 			// Each until it is written, so that the batch's own order
 			// holds too.
 			if err = w.retry(msgs[i], partition); err == nil {
-				w.up()
+				w.health.up()
 				w.acked(msgs[i : i+1])
 			}
 		} else {
@@ -173,7 +187,7 @@ func (w *Writer) retry(msg kafka.Message, partition int) error {
 		if !perr.Transient || w.abandon.Err() != nil {
 			return perr
 		}
-		w.produceFailed(err, "produce to %s: %v", msg.Topic, err)
+		w.health.failed(err, "produce to %s: %v", msg.Topic, err)
 		select {
 		case <-time.After(backoff.Delay(attempt, backoffMin, backoffMax)):
 		case <-w.abandon.Done():
@@ -201,7 +215,7 @@ func (w *Writer) produce(topic string, id int, msgs []kafka.Message) error {
 	h := producer.NoProducer
 	if p != nil {
 		w.mu.Lock()
-		h = w.stamp(p)
+		h = w.idem.stamp(p, w.transactional())
 		w.mu.Unlock()
 	} else if w.transactional() {
 		return &transactionError{errDeadLetterOutsideTransaction}
@@ -247,7 +261,7 @@ func (w *Writer) produce(topic string, id int, msgs []kafka.Message) error {
 	}
 	if p != nil {
 		w.mu.Lock()
-		w.advance(p, h, len(msgs))
+		p.advance(h, len(msgs))
 		w.mu.Unlock()
 	}
 	return nil

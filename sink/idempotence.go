@@ -142,20 +142,20 @@ func (w *Writer) initProducerID(ctx context.Context) (session, error) {
 
 // stamp returns the producer fields of p's next batch: its session and
 // sequence, which stay the same on every retry of the batch until it is
-// acknowledged or refused. Called with mu held.
-func (w *Writer) stamp(p *partition) producer.BatchHeader {
-	if w.idem.off || !w.idem.asked {
+// acknowledged or refused. Called with the writer's mu held.
+func (id *idempotence) stamp(p *partition, transactional bool) producer.BatchHeader {
+	if id.off || !id.asked {
 		return producer.NoProducer
 	}
 	if p.seq == nil {
-		p.seq = &sequence{session: w.idem.current}
+		p.seq = &sequence{session: id.current}
 	}
-	return producer.BatchHeader{ProducerID: p.seq.id, ProducerEpoch: p.seq.epoch, BaseSequence: p.seq.next, Transactional: w.transactional()}
+	return producer.BatchHeader{ProducerID: p.seq.id, ProducerEpoch: p.seq.epoch, BaseSequence: p.seq.next, Transactional: transactional}
 }
 
 // advance moves p's sequence past an acknowledged batch of n records that
-// carried h. Called with mu held.
-func (w *Writer) advance(p *partition, h producer.BatchHeader, n int) {
+// carried h. Called with the writer's mu held.
+func (p *partition) advance(h producer.BatchHeader, n int) {
 	s := p.seq
 	if h.ProducerID < 0 || s == nil || s.id != h.ProducerID || s.epoch != h.ProducerEpoch || s.next != h.BaseSequence {
 		return

@@ -119,26 +119,9 @@ type Writer struct {
 
 	mu      sync.Mutex
 	parts   map[topicPartition]*partition
-	senders map[int32]*sender          // by broker id
-	counts  map[string]topicCount      // partitions and leaders per topic, cached
-	sticky  map[string]stickyPartition // by topic: where null keys go
-	specs   map[string]TopicSpec       // by topic: how to create it, when its route has a spec of its own
-	seen    map[string]int             // by topic: the partition count last seen, kept across forget
-	owned   sync.WaitGroup             // the senders, salvages and lookups
-
-	// draining (guarded by mu) holds the topics whose count changed while
-	// events queued under the old one are undelivered: nothing is routed by
-	// the new count until they are. Kept apart from counts, which lookups
-	// overwrite and forget deletes; only route clears it, once the topic
-	// is idle.
-	draining map[string]bool
-	// drainFrom (guarded by mu) is the count a draining topic's events were
-	// routed by before it changed: a transactional writer routes by it
-	// until its open transaction ends (inTransactionCount).
-	drainFrom map[string]int
-	// rechecks (guarded by mu) holds each topic's latest lookup past every
-	// cache, asked for a row naming a partition out of range (see recheck).
-	rechecks map[string]*recheck
+	senders map[int32]*sender // by broker id
+	owned   sync.WaitGroup    // the senders, salvages and lookups
+	routes  routes            // where events go (routes.go)
 
 	// abandon ends produce requests and retries once Close gives up waiting.
 	abandon   context.Context
@@ -146,12 +129,12 @@ type Writer struct {
 
 	idem idempotence // the producer id batches carry (idempotence.go)
 
-	down         atomic.Bool  // produce is failing; logged once per outage
-	failingSince atomic.Int64 // unix nanoseconds of the first failure since the last success
-	lastFailure  atomic.Pointer[string]
-	closed       atomic.Bool
-	flushing     atomic.Bool // Flush: requests leave without waiting out BatchTimeout
-	deadLetter   atomic.Int64
+	shape  shape  // events into records (envelope.go)
+	health health // produce failing, or not (failing.go)
+
+	closed     atomic.Bool
+	flushing   atomic.Bool // Flush: requests leave without waiting out BatchTimeout
+	deadLetter atomic.Int64
 }
 
 type topicPartition struct {
@@ -218,14 +201,10 @@ func NewWriter(cfg Config, done Done) *Writer {
 		batchBytes: max(cfg.MaxMessageBytes+4096, 1<<20),
 		parts:      map[topicPartition]*partition{},
 		senders:    map[int32]*sender{},
-		counts:     map[string]topicCount{},
-		sticky:     map[string]stickyPartition{},
-		specs:      map[string]TopicSpec{},
-		seen:       map[string]int{},
-		draining:   map[string]bool{},
-		drainFrom:  map[string]int{},
-		rechecks:   map[string]*recheck{},
+		routes:     newRoutes(cfg.BatchSize),
 	}
+	w.shape = shapeOf(cfg)
+	w.health.log, w.health.observer = log, cfg.Observer
 	w.abandon, w.abandoned = context.WithCancel(context.Background())
 	if w.transactional() {
 		w.startTransactional()
@@ -261,8 +240,8 @@ func (w *Writer) Publish(ctx context.Context, ev *decode.Event, token uint64) er
 	}
 	if w.cfg.CreateTopics && route.spec != nil {
 		w.mu.Lock()
-		if _, ok := w.specs[topic]; !ok {
-			w.specs[topic] = *route.spec
+		if _, ok := w.routes.specs[topic]; !ok {
+			w.routes.specs[topic] = *route.spec
 		}
 		w.mu.Unlock()
 	}
@@ -278,8 +257,8 @@ func (w *Writer) Publish(ctx context.Context, ev *decode.Event, token uint64) er
 		Topic:      topic,
 		Key:        key,
 		Value:      value,
-		Headers:    w.headers(ev),
-		Time:       w.recordTime(ev),
+		Headers:    w.shape.headers(ev),
+		Time:       w.shape.recordTime(ev),
 		WriterData: meta{token: token, lsn: ev.CommitLSN, commit: ev.CommitTime, table: ev.Table, partition: ev.Partition},
 	}
 	if n := recordSize(&msg); n > w.cfg.MaxMessageBytes {
@@ -324,7 +303,7 @@ func (w *Writer) write(ctx context.Context, msg kafka.Message) error {
 			}
 			w.log.Debug("topic not ready, retrying", slog.String("topic", msg.Topic), slog.Any("err", err))
 		default:
-			if w.down.CompareAndSwap(false, true) {
+			if w.health.down.CompareAndSwap(false, true) {
 				w.log.Warn("kafka unavailable, retrying until it answers", slog.String("topic", msg.Topic), slog.Any("err", err))
 			}
 		}

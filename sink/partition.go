@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
-	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -40,8 +37,6 @@ type partition struct {
 	salvaging bool
 	oneByOne  sync.Mutex
 }
-
-var balancer = &kafka.Murmur2Balancer{}
 
 // enqueue routes msg to its partition and queues it there, waking the
 // partition leader's sender if it idles. It fails when the topic's
@@ -94,7 +89,7 @@ func (w *Writer) route(ctx context.Context, topic string, named bool) (topicCoun
 			return topicCount{}, err
 		}
 		w.mu.Lock()
-		if cur, ok := w.counts[topic]; ok {
+		if cur, ok := w.routes.counts[topic]; ok {
 			c = cur // what lookups learned since
 		}
 		if old, held := w.inTransactionCount(topic, c); held {
@@ -103,12 +98,11 @@ func (w *Writer) route(ctx context.Context, topic string, named bool) (topicCoun
 			}
 			return old, nil
 		}
-		if w.draining[topic] && !w.topicBusy(topic) {
-			delete(w.draining, topic)
-			delete(w.drainFrom, topic)
+		if w.routes.draining[topic] && !w.topicBusy(topic) {
+			w.routes.drained(topic)
 		}
-		draining := w.draining[topic]
-		if !draining && len(c.ids) == w.seen[topic] {
+		draining := w.routes.draining[topic]
+		if !draining && len(c.ids) == w.routes.seen[topic] {
 			return c, nil
 		}
 		w.mu.Unlock()
@@ -135,7 +129,7 @@ func (w *Writer) place(ctx context.Context, msg *kafka.Message) (topicCount, int
 		if err != nil {
 			return topicCount{}, 0, err
 		}
-		id, err := w.pick(msg, c.ids)
+		id, err := w.routes.pick(msg, c.ids)
 		if err == nil {
 			return c, id, nil
 		}
@@ -148,27 +142,6 @@ func (w *Writer) place(ctx context.Context, msg *kafka.Message) (topicCount, int
 			return topicCount{}, 0, err
 		}
 	}
-}
-
-// pick returns msg's partition among ids: the one its row's partition
-// column names (meta.partition), else its key's (choose). A name that is
-// not an integer, or not a partition of the topic, is an *Error with its
-// reason: the event is dead-lettered. Called with mu held.
-func (w *Writer) pick(msg *kafka.Message, ids []int) (int, error) {
-	m, _ := msg.WriterData.(meta)
-	if m.partition == "" {
-		return w.choose(msg, ids), nil
-	}
-	n, err := strconv.ParseInt(m.partition, 10, 32)
-	switch {
-	case errors.Is(err, strconv.ErrSyntax):
-		return 0, &Error{Topic: msg.Topic, Reason: ReasonInvalidPartition,
-			Err: fmt.Errorf("the partition column's value %q is not an integer (--column-partition)", m.partition)}
-	case err != nil || n < 0 || n >= int64(len(ids)):
-		return 0, &Error{Topic: msg.Topic, Reason: ReasonPartitionOutOfRange,
-			Err: fmt.Errorf("the partition column names partition %s; the topic has %d, 0 to %d (--column-partition)", m.partition, len(ids), len(ids)-1)}
-	}
-	return int(n), nil
 }
 
 // assign moves p to leader's sender, starting that sender on first use.
@@ -199,35 +172,7 @@ func (w *Writer) partitionOf(ctx context.Context, msg *kafka.Message) (int, erro
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.pick(msg, c.ids)
-}
-
-// choose returns msg's partition among ids: by murmur2 of its key, as the
-// Java client does; a null key goes to its topic's sticky partition, which
-// moves to another at random once a batch's worth of records went to it
-// (the Java client's uniform sticky partitioner), so that null keys spread
-// evenly and still fill batches. Called with mu held.
-func (w *Writer) choose(msg *kafka.Message, ids []int) int {
-	if msg.Key != nil || len(ids) == 1 {
-		return balancer.Balance(*msg, ids...)
-	}
-	st := w.sticky[msg.Topic]
-	if st.left <= 0 || !slices.Contains(ids, st.id) {
-		next := ids[rand.N(len(ids))]
-		for next == st.id && len(ids) > 1 {
-			next = ids[rand.N(len(ids))]
-		}
-		st = stickyPartition{id: next, left: w.cfg.BatchSize}
-	}
-	st.left--
-	w.sticky[msg.Topic] = st
-	return st.id
-}
-
-// stickyPartition is where a topic's null-keyed records go for now.
-type stickyPartition struct {
-	id   int
-	left int // records still to send there
+	return w.routes.pick(msg, c.ids)
 }
 
 // partitionIDs returns the partitions of topic (0 to n-1) and their leaders,
@@ -240,7 +185,7 @@ type stickyPartition struct {
 // a metadata round trip can take longer, and would never complete.
 func (w *Writer) partitionIDs(ctx context.Context, topic string) (topicCount, error) {
 	w.mu.Lock()
-	c, ok := w.counts[topic]
+	c, ok := w.routes.counts[topic]
 	ttl := w.cfg.MetadataMaxAge
 	if ttl <= 0 {
 		ttl = countTTL
@@ -248,7 +193,7 @@ func (w *Writer) partitionIDs(ctx context.Context, topic string) (topicCount, er
 	refresh := ok && time.Since(c.at) >= ttl && !c.refreshing
 	if refresh {
 		c.refreshing = true
-		w.counts[topic] = c
+		w.routes.counts[topic] = c
 	}
 	w.mu.Unlock()
 	if refresh && !w.closed.Load() {
@@ -291,7 +236,7 @@ func (w *Writer) learn(ctx context.Context, topic string, res *metadataAPI.Respo
 		}
 		if kafka.Error(t.ErrorCode) == kafka.UnknownTopicOrPartition && w.cfg.CreateTopics {
 			w.mu.Lock()
-			spec, ok := w.specs[topic]
+			spec, ok := w.routes.specs[topic]
 			w.mu.Unlock()
 			if !ok {
 				spec = w.cfg.TopicSpec
@@ -322,17 +267,11 @@ func (w *Writer) learn(ctx context.Context, topic string, res *metadataAPI.Respo
 			c.leaders[p.PartitionIndex] = p.LeaderID
 		}
 		w.mu.Lock()
-		if n, ok := w.seen[topic]; ok && n != len(c.ids) {
-			if !w.draining[topic] {
-				w.drainFrom[topic] = n
-			}
-			w.draining[topic] = true
+		if n, changed := w.routes.learned(topic, c); changed {
 			w.log.Warn("the topic's partition count changed: events queued under the old count are delivered first (exactly-once: the open Kafka transaction commits first), then keys are routed by the new one",
 				slog.String("topic", topic), slog.Int("from", n), slog.Int("to", len(c.ids)))
 			w.cfg.Observer.PartitionsChanged(topic)
 		}
-		w.seen[topic] = len(c.ids)
-		w.counts[topic] = c
 		// Partitions whose leader moved follow it to its sender.
 		for id, leader := range c.leaders {
 			if p, ok := w.parts[topicPartition{topic, id}]; ok && p.leader != leader {

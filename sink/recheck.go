@@ -43,14 +43,14 @@ type recheck struct {
 // not return), so nothing of its partition can overtake it.
 func (w *Writer) recheck(ctx context.Context, topic string) error {
 	w.mu.Lock()
-	r, ok := w.rechecks[topic]
+	r, ok := w.routes.rechecks[topic]
 	if !ok || time.Since(r.at) >= recheckEvery && answered(r.done) {
 		if w.closed.Load() { // checked under mu: Close waits for owned only after taking it
 			w.mu.Unlock()
 			return &Error{Topic: topic, Err: errors.New("writer closed")}
 		}
 		r = &recheck{at: time.Now(), done: make(chan struct{})}
-		w.rechecks[topic] = r
+		w.routes.rechecks[topic] = r
 		w.owned.Go(func() {
 			r.err = w.lookupAfresh(topic)
 			close(r.done)
@@ -84,7 +84,7 @@ func (w *Writer) lookupAfresh(topic string) error {
 	ctx, cancel := context.WithTimeout(w.abandon, recheckTimeout)
 	defer cancel()
 	w.mu.Lock()
-	was := w.seen[topic]
+	was := w.routes.seen[topic]
 	w.mu.Unlock()
 	res, err := w.client.Transport.RoundTrip(ctx, w.client.Addr, &freshMetadata{topic: topic})
 	if err != nil {

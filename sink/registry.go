@@ -48,7 +48,7 @@ type registryRetriable interface{ Retriable() bool }
 // dead-letters ev (ReasonSchemaRegistryRefused); then settled is true and
 // err is Publish's answer, as it is for a failure retrying cannot mend.
 func (w *Writer) value(ctx context.Context, ev *decode.Event, topic string, token uint64) (value []byte, settled bool, err error) {
-	value = w.recordValue(ev)
+	value = w.shape.recordValue(ev)
 	if w.cfg.Registry == nil || ev.Tombstone {
 		return value, false, nil
 	}

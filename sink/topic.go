@@ -303,9 +303,9 @@ func (w *Writer) topicBusy(topic string) bool {
 }
 
 // forget drops what is cached about topic, so that the next lookup asks
-// the broker. A pending drain stays (see Writer.draining).
+// the broker. A pending drain stays (see routes.draining).
 func (w *Writer) forget(topic string) {
 	w.mu.Lock()
-	delete(w.counts, topic)
+	delete(w.routes.counts, topic)
 	w.mu.Unlock()
 }

@@ -229,8 +229,8 @@ func TestWriterBoundsTopics(t *testing.T) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if len(w.counts) > 6 || len(w.seen) > 6 || len(w.specs) > 6 || len(w.parts) > 6 {
-		t.Errorf("the writer's per-topic state grew past the cap: counts %d, seen %d, specs %d, partitions %d", len(w.counts), len(w.seen), len(w.specs), len(w.parts))
+	if len(w.routes.counts) > 6 || len(w.routes.seen) > 6 || len(w.routes.specs) > 6 || len(w.parts) > 6 {
+		t.Errorf("the writer's per-topic state grew past the cap: counts %d, seen %d, specs %d, partitions %d", len(w.routes.counts), len(w.routes.seen), len(w.routes.specs), len(w.parts))
 	}
 	dead := 0
 	for _, r := range want {

@@ -119,7 +119,7 @@ func (s *sender) failInTransaction(b batch, err error) {
 	}
 	s.handOver(b.p)
 	w.mu.Unlock()
-	w.produceFailed(err, "produce %d messages to %s/%d in a transaction: %v", len(b.msgs), b.p.tp.topic, b.p.tp.id, err)
+	w.health.failed(err, "produce %d messages to %s/%d in a transaction: %v", len(b.msgs), b.p.tp.topic, b.p.tp.id, err)
 }
 
 // errQueued is salvageOne's answer for a message whose dead letter went to
@@ -180,8 +180,8 @@ func (w *Writer) Flush(on bool) {
 // before the earlier ones. The next transaction routes by the new count
 // (route), and is readable only after this one is. Called with mu held.
 func (w *Writer) inTransactionCount(topic string, c topicCount) (topicCount, bool) {
-	n, ok := w.drainFrom[topic]
-	if !ok || !w.transactional() || !w.draining[topic] || n > len(c.ids) {
+	n, ok := w.routes.drainFrom[topic]
+	if !ok || !w.transactional() || !w.routes.draining[topic] || n > len(c.ids) {
 		return topicCount{}, false
 	}
 	held := w.topicBusy(topic) // queued or out, so in this transaction
