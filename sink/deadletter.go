@@ -37,9 +37,25 @@ const (
 // token. Without a dead-letter topic it returns rowErr: the stream stops
 // there, without confirming the row.
 func (w *Writer) DeadLetterRow(ctx context.Context, rowErr *decode.InvalidRowError, token uint64) error {
-	if w.cfg.DeadLetterTopic == "" {
+	if w.letters.topic == "" {
 		return rowErr
 	}
+	msg, id := deadLetterOfRow(rowErr)
+	return w.sendDeadLetter(ctx, msg, token, rowErr.CommitLSN, rowErr.Table, id, rowErr.Reason, rowErr.Detail)
+}
+
+// letters builds dead letters: the row or event that could not be
+// published, keyed as it would have been, with headers that say why, cut
+// to fit. Immutable and without I/O: the writer sends what it builds
+// (sendDeadLetter), and salvage what it refits.
+type letters struct {
+	topic    string // Config.DeadLetterTopic; empty: nothing is dead-lettered
+	maxBytes int    // Config.MaxMessageBytes
+	shape    shape
+}
+
+// deadLetterOfRow is the dead letter of a row that did not decode, with its id.
+func deadLetterOfRow(rowErr *decode.InvalidRowError) (kafka.Message, string) {
 	msg := kafka.Message{Headers: deadLetterHeaders(rowErr.Reason, rowErr.Detail, rowErr.Table, rowErr.CommitLSN, "", "")}
 	var nulls []string
 	for _, c := range rowErr.Columns {
@@ -70,24 +86,30 @@ func (w *Writer) DeadLetterRow(ctx context.Context, rowErr *decode.InvalidRowErr
 	} else {
 		msg.Key = id
 	}
-	return w.sendDeadLetter(ctx, msg, token, rowErr.CommitLSN, rowErr.Table, string(id), rowErr.Reason, rowErr.Detail)
+	return msg, string(id)
 }
 
 // deadLetterEvent dead-letters an event that decoded but cannot be
 // published, with extra headers that say more of why (a contract's
 // location), or returns perr without a dead-letter topic.
 func (w *Writer) deadLetterEvent(ctx context.Context, ev *decode.Event, topic string, token uint64, perr *Error, extra ...kafka.Header) error {
-	if w.cfg.DeadLetterTopic == "" {
+	if w.letters.topic == "" {
 		return perr
 	}
-	msg := kafka.Message{Key: []byte(ev.AggregateID), Value: w.shape.deadLetterValue(ev), Time: ev.Time}
-	// The headers the event would have had, envelope included, so that a
-	// replay (package dlq) publishes it as it would have been.
-	msg.Headers = append(append(deadLetterHeaders(perr.Reason, perr.Err.Error(), ev.Table, ev.CommitLSN, topic, ev.Partition), extra...), w.shape.headers(ev)...)
+	msg := w.letters.ofEvent(ev, topic, perr, extra...)
+	return w.sendDeadLetter(ctx, msg, token, ev.CommitLSN, ev.Table, ev.ID, perr.Reason, perr.Err.Error())
+}
+
+// ofEvent is the dead letter of ev, routed to topic, refused with perr.
+// It carries the headers the event would have had, envelope included, so
+// that a replay (package dlq) publishes it as it would have been.
+func (l letters) ofEvent(ev *decode.Event, topic string, perr *Error, extra ...kafka.Header) kafka.Message {
+	msg := kafka.Message{Key: []byte(ev.AggregateID), Value: l.shape.deadLetterValue(ev), Time: ev.Time}
+	msg.Headers = append(append(deadLetterHeaders(perr.Reason, perr.Err.Error(), ev.Table, ev.CommitLSN, topic, ev.Partition), extra...), l.shape.headers(ev)...)
 	if len(msg.Key) == 0 {
 		msg.Key = []byte(ev.ID)
 	}
-	return w.sendDeadLetter(ctx, msg, token, ev.CommitLSN, ev.Table, ev.ID, perr.Reason, perr.Err.Error())
+	return msg
 }
 
 // deadLetterOfMessage is the dead letter of a message the broker refused.
@@ -120,8 +142,8 @@ func deadLetterHeaders(reason, detail, table string, lsn pglogrepl.LSN, topic, p
 // dead-letter topic that cannot take it fails the stream: there is nowhere
 // else to put the row.
 func (w *Writer) sendDeadLetter(ctx context.Context, msg kafka.Message, token uint64, lsn pglogrepl.LSN, table, id, reason, detail string) error {
-	msg = w.fit(msg)
-	msg.Topic = w.cfg.DeadLetterTopic
+	msg = w.letters.fit(msg)
+	msg.Topic = w.letters.topic
 	msg.WriterData = meta{token: token, lsn: lsn, table: table, reason: reason}
 	if err := w.write(ctx, msg); err != nil {
 		var perr *Error
@@ -149,15 +171,17 @@ const deadLetterRoom = 4 << 10
 // of ev, which a row cleaned without publishing (exactly-once's restart
 // behind its checkpoint) must not be. Without a dead-letter topic nothing
 // is dead-lettered.
-func (w *Writer) DeadLetterKeepsValue(ev *decode.Event) bool {
-	if w.cfg.DeadLetterTopic == "" {
+func (w *Writer) DeadLetterKeepsValue(ev *decode.Event) bool { return w.letters.keepsValue(ev) }
+
+func (l letters) keepsValue(ev *decode.Event) bool {
+	if l.topic == "" {
 		return true
 	}
-	m := kafka.Message{Key: []byte(ev.AggregateID), Value: w.shape.deadLetterValue(ev), Headers: w.shape.headers(ev)}
+	m := kafka.Message{Key: []byte(ev.AggregateID), Value: l.shape.deadLetterValue(ev), Headers: l.shape.headers(ev)}
 	if len(m.Key) == 0 {
 		m.Key = []byte(ev.ID)
 	}
-	return recordSize(&m)+len(m.Value)+deadLetterRoom <= w.cfg.MaxMessageBytes
+	return recordSize(&m)+len(m.Value)+deadLetterRoom <= l.maxBytes
 }
 
 // counted records a dead letter written by salvage.
@@ -173,8 +197,8 @@ func (w *Writer) counted(topic, key string, perr *Error) {
 // then every header but the dead-letter ones, then the error text is cut.
 // What is left out is named in HeaderTruncated; the row itself is still in
 // the outbox table unless it was deleted.
-func (w *Writer) fit(m kafka.Message) kafka.Message {
-	limit := w.cfg.MaxMessageBytes
+func (l letters) fit(m kafka.Message) kafka.Message {
+	limit := l.maxBytes
 	if recordSize(&m) <= limit {
 		return m
 	}

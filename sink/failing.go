@@ -129,7 +129,7 @@ func (w *Writer) salvageOne(msg kafka.Message, partition int, m meta) (reason st
 	}
 	dl := msg // a dead letter already
 	if m.reason == "" {
-		dl = w.fit(deadLetterOfMessage(&msg, one, m.table, m.lsn))
+		dl = w.letters.fit(deadLetterOfMessage(&msg, one, m.table, m.lsn))
 		dl.Topic = w.cfg.DeadLetterTopic
 		if w.transactional() {
 			return w.queueDeadLetter(msg.Topic, dl, m, one)

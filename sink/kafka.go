@@ -129,8 +129,9 @@ type Writer struct {
 
 	idem idempotence // the producer id batches carry (idempotence.go)
 
-	shape  shape  // events into records (envelope.go)
-	health health // produce failing, or not (failing.go)
+	shape   shape   // events into records (envelope.go)
+	letters letters // dead letters built (deadletter.go)
+	health  health  // produce failing, or not (failing.go)
 
 	closed     atomic.Bool
 	flushing   atomic.Bool // Flush: requests leave without waiting out BatchTimeout
@@ -204,6 +205,7 @@ func NewWriter(cfg Config, done Done) *Writer {
 		routes:     newRoutes(cfg.BatchSize),
 	}
 	w.shape = shapeOf(cfg)
+	w.letters = letters{topic: cfg.DeadLetterTopic, maxBytes: cfg.MaxMessageBytes, shape: w.shape}
 	w.health.log, w.health.observer = log, cfg.Observer
 	w.abandon, w.abandoned = context.WithCancel(context.Background())
 	if w.transactional() {
