@@ -140,6 +140,7 @@ type Stream struct {
 type Producer struct {
 	BatchSize           int              // most messages of one partition in one request; default 1000
 	BatchTimeout        time.Duration    // least time between two requests to one broker under load; default 7ms
+	MaxInFlightRequests int              // produce requests out at once per broker connection, 1 to 5; default 5
 	Compression         sink.Compression // default lz4
 	MaxMessageBytes     int              // largest record; larger rows are invalid; default 1,000,000
 	MetadataMaxAge      time.Duration    // how long a topic's partitions are trusted; default 1m
@@ -223,7 +224,7 @@ func Default() Config {
 		Stream: Stream{MaxInFlight: 10000, MaxInFlightBytes: 64 << 20, ConfirmInterval: 20 * time.Millisecond,
 			StatusInterval: 10 * time.Second, ReceiveTimeout: 30 * time.Second, DrainTimeout: 30 * time.Second,
 			HeartbeatInterval: 10 * time.Second},
-		Producer: Producer{BatchSize: 1000, BatchTimeout: 7 * time.Millisecond, Compression: sink.CompressionLz4,
+		Producer: Producer{BatchSize: 1000, BatchTimeout: 7 * time.Millisecond, MaxInFlightRequests: 5, Compression: sink.CompressionLz4,
 			MaxMessageBytes: 1_000_000, MetadataMaxAge: time.Minute, MissingTopicTimeout: 30 * time.Second,
 			Envelope: sink.EnvelopeRaw, Timestamp: sink.TimestampColumn},
 		Topics:   Topics{Create: true, AutoCreate: true, Max: 1000, OnInvalid: OnInvalidDLQ, DeadLetterTopic: "outbox.dlq"},

@@ -298,6 +298,8 @@ func (c Config) validateStream() error {
 		return bad("batch-size", "--batch-size %d: want at least 1", p.BatchSize)
 	case p.BatchTimeout <= 0:
 		return bad("batch-timeout", "--batch-timeout %s: want a positive duration such as 5ms", p.BatchTimeout)
+	case p.MaxInFlightRequests < 1 || p.MaxInFlightRequests > 5:
+		return bad("max-in-flight-requests", "--max-in-flight-requests %d: want 1 to 5 (a broker recognises a batch sent twice only among the last 5 of a partition)", p.MaxInFlightRequests)
 	case !slices.Contains([]sink.Compression{sink.CompressionNone, sink.CompressionGzip, sink.CompressionSnappy, sink.CompressionLz4, sink.CompressionZstd}, p.Compression):
 		return bad("kafka-compression", "--kafka-compression %q: want none, gzip, snappy, lz4 or zstd", p.Compression)
 	case s.StatusInterval <= 0 || s.StatusInterval > time.Minute:

@@ -1,10 +1,8 @@
 package sink
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"time"
 
@@ -13,16 +11,15 @@ import (
 	produceAPI "github.com/segmentio/kafka-go/protocol/produce"
 	"github.com/segmentio/kafka-go/protocol/rawproduce"
 
-	"github.com/outbox-cdc/outbox-cdc/internal/backoff"
 	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
-// sender carries every partition one broker leads. It keeps one produce
-// request in flight, and that request holds a batch of every partition
-// with messages waiting, as the Java producer does: per request the broker
-// does much the same work whether it carries one record or a thousand, so
-// a trickle of events spread over many partitions costs it one request per
-// round, not one per partition.
+// sender carries every partition one broker leads, over one connection
+// of its own (producer.Conn). Each request holds a batch of every
+// partition with messages waiting, as the Java producer's do: per request
+// the broker does much the same work whether it carries one record or a
+// thousand, so a trickle of events spread over many partitions costs it
+// one request per round, not one per partition.
 //
 // Requests are paced, not delayed: a request leaves at once when the
 // previous one left at least BatchTimeout ago, so an event after a quiet
@@ -31,17 +28,37 @@ import (
 // each carries what gathered meanwhile. Latency is bounded by BatchTimeout
 // plus a round trip, and the broker sees at most 1/BatchTimeout requests a
 // second from a relay that keeps up.
+//
+// Up to MaxInFlightRequests requests are out at once, but only a full
+// batch (a backlog) sends one while another is out: a trickle keeps one
+// request in flight, as before pipelining. A partition's later batch joins
+// those of its own that are out only on the same connection (the broker
+// answers them in order) and from an idempotent producer (the broker
+// refuses a batch whose predecessor it has not written, so none overtakes
+// another); see settle for what a failure among them does.
 type sender struct {
 	w      *Writer
 	broker int32
-	wake   chan struct{} // capacity 1
+	wake   chan struct{}   // capacity 1
+	out    chan requestOut // requests out, oldest first, to receive; capacity: depth
 
 	// Guarded by w.mu.
-	parts   []*partition
-	idle    bool      // waiting for any message: enqueue wakes it
-	pacing  bool      // waiting out BatchTimeout: a full batch wakes it
-	last    time.Time // when its last request left
-	stopped bool
+	parts    []*partition
+	idle     bool      // waiting for any message: enqueue wakes it
+	pacing   bool      // waiting out BatchTimeout: a full batch wakes it
+	last     time.Time // when its last request left
+	inflight int       // requests out
+	stopped  bool
+
+	// Owned by run's goroutine.
+	conn     *producer.Conn
+	lastUsed time.Time
+}
+
+// requestOut is a request on the sender's connection, awaiting its answer.
+type requestOut struct {
+	call    *producer.Call
+	batches []batch
 }
 
 func (s *sender) signal() {
@@ -61,11 +78,28 @@ func (s *sender) remove(p *partition) {
 type batch struct {
 	p    *partition
 	msgs []kafka.Message
-	h    producer.BatchHeader // its producer fields in this request (see stamp)
+	h    producer.BatchHeader // its producer fields (see stamp); NoProducer until stamped
+	gen  uint32               // the generation of p's sequence that h was stamped in
+	// alone: sent again with nothing else of its partition out, so that
+	// its refusal is its own, not the echo of an earlier batch's.
+	alone bool
+	err   *Error // why it failed, while it waits in the partition's retries
+	order uint64 // its place in its partition's reports (reports.go)
 }
 
-// run sends until the writer closes and nothing of this broker's is left.
+// idleConn is how long a sender keeps its connection without a request:
+// as long as kafka-go's Transport keeps an idle one.
+const idleConn = 30 * time.Second
+
+// run sends until the writer closes and nothing of this broker's is left,
+// then closes its connection and its receiver.
 func (s *sender) run() {
+	defer func() {
+		close(s.out)
+		if s.conn != nil {
+			s.conn.Close()
+		}
+	}()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	for {
@@ -73,9 +107,15 @@ func (s *sender) run() {
 		if stop {
 			return
 		}
+		if s.w.abandon.Err() != nil && s.conn != nil {
+			s.conn.Close() // the requests out fail at once
+		}
 		if len(batches) > 0 {
 			s.send(batches)
 			continue
+		}
+		if wait == 0 && s.conn != nil {
+			wait = max(idleConn-time.Since(s.lastUsed), time.Millisecond)
 		}
 		if wait > 0 {
 			timer.Reset(wait)
@@ -83,10 +123,23 @@ func (s *sender) run() {
 			case <-s.wake:
 				timer.Stop()
 			case <-timer.C:
+				s.closeIdle()
 			}
 		} else {
 			<-s.wake
 		}
+	}
+}
+
+// closeIdle closes the connection once it carried nothing for idleConn.
+func (s *sender) closeIdle() {
+	w := s.w
+	w.mu.Lock()
+	out := s.inflight
+	w.mu.Unlock()
+	if s.conn != nil && out == 0 && time.Since(s.lastUsed) >= idleConn {
+		s.conn.Close()
+		s.conn = nil
 	}
 }
 
@@ -98,10 +151,14 @@ func (s *sender) next() (batches []batch, wait time.Duration, stop bool) {
 	var failed []dropped // reported outside the lock
 	defer func() {
 		for _, d := range failed {
-			for i := range d.msgs {
-				m := d.msgs[i].WriterData.(meta)
-				w.done(m.token, m.reason, d.err)
-			}
+			w.reportMessages(d.acked, nil)
+			w.reportMessages(d.msgs, d.err)
+		}
+	}()
+	var relocate []*partition // asked outside the lock
+	defer func() {
+		for _, p := range relocate {
+			w.owned.Go(func() { w.relocate(p) })
 		}
 	}()
 	w.mu.Lock()
@@ -111,24 +168,33 @@ func (s *sender) next() (batches []batch, wait time.Duration, stop bool) {
 	closing, abandoned := w.closed.Load(), w.abandon.Err() != nil
 	var ready []*partition
 	var nextRetry time.Time
-	pending, full := false, false
+	pending, full := s.inflight > 0, false
 	for _, p := range s.parts {
-		if p.busy {
-			pending = true
+		busy := p.busy()
+		pending = pending || busy
+		if len(p.retries) == 0 && len(p.buf) == 0 && (len(p.reports.held) == 0 || busy) {
 			continue
 		}
-		if p.retry == nil && len(p.buf) == 0 {
-			continue
-		}
-		if abandoned || p.stopped != nil {
+		if !busy && (abandoned || p.stopped != nil) {
 			failed = append(failed, drop(p))
 			continue
 		}
 		pending = true
-		if p.retry != nil && now.Before(p.retryAt) {
+		switch {
+		case len(p.retries) > 0 && busy:
+			continue // the first failed batch goes again alone
+		case len(p.retries) > 0 && now.Before(p.retryAt):
 			if nextRetry.IsZero() || p.retryAt.Before(nextRetry) {
 				nextRetry = p.retryAt
 			}
+			continue
+		case len(p.retries) > 0 && (p.relocate || p.relocating):
+			if !p.relocating {
+				p.relocate, p.relocating = false, true
+				relocate = append(relocate, p)
+			}
+			continue
+		case busy && !s.joins(p):
 			continue
 		}
 		ready = append(ready, p)
@@ -139,14 +205,17 @@ func (s *sender) next() (batches []batch, wait time.Duration, stop bool) {
 		s.stopped = true
 		delete(w.senders, s.broker)
 		return nil, 0, true
-	case len(ready) == 0:
-		s.idle = true
+	case len(ready) == 0 || s.inflight >= w.depth:
+		s.idle = s.inflight < w.depth
 		if !nextRetry.IsZero() {
 			return nil, max(nextRetry.Sub(now), time.Millisecond), false
 		}
 		return nil, 0, false
+	case s.inflight > 0 && !full && !w.flushing.Load():
+		s.pacing = true // the answer wakes the sender, or a full batch
+		return nil, 0, false
 	case !full && !closing && !w.flushing.Load() && now.Sub(s.last) < w.cfg.BatchTimeout:
-		s.idle, s.pacing = false, true
+		s.pacing = true
 		wait = w.cfg.BatchTimeout - now.Sub(s.last)
 		if !nextRetry.IsZero() {
 			wait = min(wait, max(nextRetry.Sub(now), time.Millisecond))
@@ -155,17 +224,41 @@ func (s *sender) next() (batches []batch, wait time.Duration, stop bool) {
 	}
 	batches = make([]batch, 0, len(ready))
 	for _, p := range ready {
-		p.busy = true
-		batches = append(batches, batch{p: p, msgs: w.take(p)})
+		p.out++
+		batches = append(batches, w.take(p))
 	}
 	s.last = now
 	return batches, 0, false
 }
 
-// dropped is what a partition held, reported failed with err.
+// joins reports whether p, with batches out, may send another beside them:
+// a full one, on the connection its others are on, up to the writer's
+// depth; none beside a batch sent again (attempt), which must be written
+// before anything newer: the broker recognises a batch sent twice only
+// among the last 5 it wrote of the producer and partition. And only while the broker surely
+// knows the producer on p: a batch of its session was acknowledged within
+// pipelineAfterAck. A broker with no state for a producer id on a
+// partition (a new id, or one it expired) writes its first batch whatever
+// its sequence (KIP-360), so a batch sent beside a first one the broker
+// refused would be written ahead of it. Called with mu held.
+func (s *sender) joins(p *partition) bool {
+	w := s.w
+	return !p.salvaging && p.attempt == 0 && len(p.retries) == 0 && p.out < w.depth && p.outConn != nil && p.outConn == s.conn && !s.conn.Broken() &&
+		p.seq != nil && time.Since(p.seq.ackedAt) < pipelineAfterAck &&
+		len(p.buf) > 0 && (len(p.buf) >= w.cfg.BatchSize || p.bytes > w.batchBytes)
+}
+
+// pipelineAfterAck is how long after its last acknowledgement a
+// partition's producer state is trusted to be on the broker: far below
+// the broker's producer.id.expiration.ms (a day by default).
+const pipelineAfterAck = time.Minute
+
+// dropped is what a partition held, reported failed with err, and what
+// was acknowledged but held for an earlier batch's fate (reports.abandon).
 type dropped struct {
-	msgs []kafka.Message
-	err  error
+	msgs  []kafka.Message
+	err   error
+	acked []kafka.Message
 }
 
 // drop takes everything p holds, once the writer is abandoned or p stopped.
@@ -175,15 +268,20 @@ func drop(p *partition) dropped {
 	if p.stopped != nil {
 		err = heldBack(p.tp.topic, p.stopped)
 	}
-	d := dropped{msgs: slices.Concat(p.retry, p.buf), err: err}
-	p.retry, p.buf, p.bytes = nil, nil, 0
+	var msgs []kafka.Message
+	for _, b := range p.retries {
+		msgs = append(msgs, b.msgs...)
+	}
+	d := dropped{msgs: append(msgs, p.buf...), err: err, acked: p.reports.abandon()}
+	p.retries, p.buf, p.bytes = nil, nil, 0
 	return d
 }
 
-// send makes one produce request of batches, acks=all, and settles each
-// partition's batch by its own answer: acknowledged, retried alone after a
-// backoff (a retriable error), or salvaged message by message (a permanent
-// one).
+// send writes one produce request of batches, acks=all, on the sender's
+// connection, and hands it to receive, which settles each partition's
+// batch by its own answer. A request that cannot leave (the writer
+// abandoned, no producer id yet, no connection) settles its batches with
+// that failure at once.
 func (s *sender) send(batches []batch) {
 	w := s.w
 	err := w.hold() // abandoned while held: nothing more goes out
@@ -197,135 +295,93 @@ func (s *sender) send(batches []batch) {
 			err = &Error{Err: err}
 		}
 	}
+	var call *producer.Call
+	if err == nil {
+		call, err = s.write(req)
+	}
 	if err != nil {
 		for _, b := range batches {
 			s.settle(b, err)
 		}
 		return
 	}
-	ctx, cancel := context.WithTimeout(w.abandon, produceTimeout+5*time.Second)
-	res, err := w.client.Transport.RoundTrip(ctx, w.client.Addr, req)
-	cancel()
 	w.cfg.Observer.Request(len(batches), records)
-	errs := make([]error, len(batches))
-	if err == nil {
-		codes := answers(res.(*produceAPI.Response))
-		for i, b := range batches {
-			code, ok := codes[b.p.tp]
-			switch {
-			case !ok:
-				errs[i] = fmt.Errorf("no answer for partition %d: %w", b.p.tp.id, protocol.ErrNoPartition)
-			case code != 0:
-				errs[i] = kafka.Error(code)
-			}
-		}
-	} else {
-		for i := range errs {
-			errs[i] = err
-		}
-	}
-	for i, b := range batches {
-		s.settle(b, errs[i])
-	}
-}
-
-// settle reports a batch acknowledged, or puts it back for a retry, or
-// hands it to salvage.
-func (s *sender) settle(b batch, err error) {
-	w := s.w
-	if err == nil {
-		// The fates are reported while the partition is still busy: a key
-		// that moves to a new partition once this one drains (see route)
-		// has its later events acknowledged after these, not before.
-		w.health.up()
-		w.acked(b.msgs)
-		for i := range b.msgs {
-			m := b.msgs[i].WriterData.(meta)
-			w.done(m.token, m.reason, nil)
-		}
-		w.mu.Lock()
-		b.p.advance(b.h, len(b.msgs))
-		b.p.busy, b.p.attempt = false, 0
-		s.handOver(b.p)
-		w.mu.Unlock()
-		return
-	}
-	if terr := w.refusedInTransaction(err); terr != nil {
-		s.failInTransaction(b, terr)
-		return
-	}
-	perr := classify(err)
-	perr.Topic = b.p.tp.topic
-	if b.h.ProducerID >= 0 && fenced(err) {
-		// The same batch again, under a new producer id if need be.
-		perr.Transient = true
-		if rerr := w.refence(b.p, b.h, err); rerr != nil {
-			err = rerr
-		}
-	}
-	if !perr.Transient && w.abandon.Err() == nil {
-		// The partition stays busy while its messages are settled one by
-		// one, so none of its later messages overtakes them; its sequence
-		// is theirs meanwhile (see salvaged).
-		w.mu.Lock()
-		b.p.salvaging = true
-		w.mu.Unlock()
-		w.owned.Go(func() {
-			failed := w.salvage(b.msgs, b.p.tp.id, perr)
-			b.p.oneByOne.Lock()
-			defer b.p.oneByOne.Unlock()
-			w.mu.Lock()
-			b.p.busy, b.p.salvaging = false, false
-			if failed != nil && b.p.stopped == nil {
-				b.p.stopped = failed
-				w.log.Warn("an event failed for good: later events of its partition are not sent", slog.String("topic", b.p.tp.topic),
-					slog.Int("partition", b.p.tp.id), slog.Any("err", failed))
-			}
-			if s := w.senders[b.p.leader]; s != nil {
-				s.signal()
-			}
-			w.mu.Unlock()
-		})
-		return
-	}
 	w.mu.Lock()
-	b.p.busy, b.p.retry = false, b.msgs
-	b.p.retryAt = time.Now().Add(backoff.Delay(b.p.attempt, backoffMin, backoffMax))
-	b.p.attempt++
-	attempt := b.p.attempt
-	s.handOver(b.p)
+	s.inflight++
+	w.peak = max(w.peak, s.inflight)
+	for _, b := range batches {
+		b.p.outConn = s.conn
+	}
 	w.mu.Unlock()
-	if w.abandon.Err() == nil {
-		w.health.failed(err, "produce %d messages to %s/%d (attempt %d): %v", len(b.msgs), b.p.tp.topic, b.p.tp.id, attempt, err)
+	s.out <- requestOut{call: call, batches: batches} // room for every request out
+}
+
+// write sends req on the sender's connection, dialing it first if need be.
+func (s *sender) write(req *rawproduce.Request) (*producer.Call, error) {
+	w := s.w
+	if s.conn != nil && s.conn.Broken() {
+		s.conn.Close()
+		s.conn = nil
 	}
-	if leaderMoved(err) {
-		// Ask where to, so that the batch follows it (lookup reassigns
-		// the partition) before its retry is due.
-		topic := b.p.tp.topic
-		w.owned.Go(func() {
-			ctx, cancel := context.WithTimeout(w.abandon, 10*time.Second)
-			defer cancel()
-			_, _ = w.lookup(ctx, topic)
-		})
+	if s.conn == nil {
+		w.mu.Lock()
+		addr, ok := w.addrs[s.broker]
+		w.mu.Unlock()
+		if !ok {
+			return nil, fmt.Errorf("broker %d: no address in the metadata: %w", s.broker, kafka.LeaderNotAvailable)
+		}
+		conn, err := w.dialer.DialConn(w.abandon, addr, w.depth)
+		if err != nil {
+			return nil, fmt.Errorf("broker %d: %w", s.broker, err)
+		}
+		s.conn = conn
+	}
+	s.lastUsed = time.Now()
+	call, err := s.conn.Send(req, time.Now().Add(produceTimeout+5*time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("broker %d: %w", s.broker, err)
+	}
+	return call, nil
+}
+
+// receive settles the requests out, in the order they left, each once
+// its answer (or its connection's failure) is in; it returns once run
+// closed out.
+func (s *sender) receive() {
+	w := s.w
+	for r := range s.out {
+		res, err := r.call.Result()
+		errs := make([]error, len(r.batches))
+		if err == nil {
+			codes := answers(res.(*produceAPI.Response))
+			for i, b := range r.batches {
+				code, ok := codes[b.p.tp]
+				switch {
+				case !ok:
+					errs[i] = fmt.Errorf("no answer for partition %d: %w", b.p.tp.id, protocol.ErrNoPartition)
+				case code != 0:
+					errs[i] = kafka.Error(code)
+				}
+			}
+		} else {
+			for i := range errs {
+				errs[i] = err
+			}
+		}
+		for i, b := range r.batches {
+			s.settle(b, errs[i])
+		}
+		w.mu.Lock()
+		s.inflight--
+		w.mu.Unlock()
+		s.signal()
 	}
 }
 
-// leaderMoved reports whether err says a partition's leader is not where
-// the writer thinks: the broker's answer, or kafka-go's transport refusing
-// to route the request (*rawproduce.Error): its own metadata already saw
-// the move (or the topic or partition gone), which the writer's has yet to
-// learn.
-func leaderMoved(err error) bool {
-	return errors.Is(err, kafka.NotLeaderForPartition) || errors.Is(err, kafka.LeaderNotAvailable) ||
-		errors.Is(err, kafka.UnknownTopicOrPartition) || errors.As(err, new(*rawproduce.Error))
-}
-
-// handOver wakes the sender that now carries p, when p moved to another
-// broker's sender while its batch was out: that sender skipped p as busy
-// and may be idle, and nothing else would wake it for p. (This sender asks
-// for its next request anyway once send returns.) Called with mu held.
-func (s *sender) handOver(p *partition) {
-	if to := s.w.senders[p.leader]; to != nil && to != s {
-		to.signal()
-	}
+// peakInFlight returns the most produce requests a sender had out at
+// once: what pipelining reached.
+func (w *Writer) peakInFlight() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.peak
 }

@@ -110,7 +110,15 @@ func (o *outcomes) wait(ctx context.Context, t *testing.T, n int) {
 		select {
 		case <-o.changed:
 		case <-ctx.Done():
-			t.Fatalf("%d of %d events have a fate before the deadline", got, n)
+			o.mu.Lock()
+			var missing []uint64
+			for i := uint64(0); i < uint64(n); i++ {
+				if _, ok := o.fates[i]; !ok {
+					missing = append(missing, i)
+				}
+			}
+			o.mu.Unlock()
+			t.Fatalf("%d of %d events have a fate before the deadline; missing %v", got, n, missing)
 		}
 	}
 }

@@ -21,13 +21,13 @@ import (
 // number of its first record in its partition, so that the broker writes a
 // batch sent twice (its answer lost, a timeout after the write) once.
 //
-// A partition keeps at most one batch in flight (no pipelining yet): a
-// retry carries the same records with the same sequence, and the sequence
-// advances only once the batch is acknowledged. A broker that refuses the
-// sequence (it lost the producer's state, or the sequences diverged) makes
-// the writer ask for a new producer id; the partition starts again from
-// sequence 0 under it and its batch is retried, which may duplicate it
-// (at least once allows that; the event is never lost).
+// A partition may have up to MaxInFlightRequests batches out, each with
+// the sequences it took when first sent; a retry carries the same records
+// with the same sequence (settle). A broker that refuses the sequence of a
+// batch sent alone (it lost the producer's state, or the sequences
+// diverged) makes the writer ask for a new producer id; the partition
+// starts again from sequence 0 under it and its batches are retried, which
+// may duplicate them (at least once allows that; the event is never lost).
 //
 // A broker that refuses producer ids (no IDEMPOTENT_WRITE permission, a
 // broker too old) leaves the writer non-idempotent, as it was before, with
@@ -43,6 +43,14 @@ type session struct {
 type sequence struct {
 	session
 	next int32 // the base sequence of the partition's next batch
+	// gen counts the times the sequences stamped after next became void
+	// (a batch refused for what it is, see salvageHead): a retry stamped
+	// in an older generation is stamped again.
+	gen uint32
+	// ackedAt is when a batch of this session was last acknowledged: the
+	// broker then keeps the producer's state for the partition (see
+	// sender.joins).
+	ackedAt time.Time
 }
 
 // idempotence is the writer's producer identity.
@@ -140,9 +148,10 @@ func (w *Writer) initProducerID(ctx context.Context) (session, error) {
 	return session{id: r.ProducerID, epoch: r.ProducerEpoch}, nil
 }
 
-// stamp returns the producer fields of p's next batch: its session and
-// sequence, which stay the same on every retry of the batch until it is
-// acknowledged or refused. Called with the writer's mu held.
+// stamp returns the producer fields of p's next batch, its session and
+// sequence, without taking the sequence (reserve takes it; salvage's
+// requests, one at a time, advance past it once acknowledged). Called with
+// the writer's mu held.
 func (id *idempotence) stamp(p *partition, transactional bool) producer.BatchHeader {
 	if id.off || !id.asked {
 		return producer.NoProducer
@@ -153,8 +162,25 @@ func (id *idempotence) stamp(p *partition, transactional bool) producer.BatchHea
 	return producer.BatchHeader{ProducerID: p.seq.id, ProducerEpoch: p.seq.epoch, BaseSequence: p.seq.next, Transactional: transactional}
 }
 
+// reserve stamps b, a batch of p not stamped in p's current session and
+// generation, with p's next sequence, and moves the sequence past it: the
+// batches of a partition out at once each have their own. Called with the
+// writer's mu held.
+func (id *idempotence) reserve(b *batch, transactional bool) {
+	p := b.p
+	if s := p.seq; b.h.ProducerID >= 0 && s != nil && b.h.ProducerID == s.id && b.h.ProducerEpoch == s.epoch && b.gen == s.gen {
+		return // a retry: the same sequence again
+	}
+	b.h = id.stamp(p, transactional)
+	if b.h.ProducerID >= 0 {
+		b.gen = p.seq.gen
+		p.seq.next = addSequence(p.seq.next, len(b.msgs))
+	}
+}
+
 // advance moves p's sequence past an acknowledged batch of n records that
-// carried h. Called with the writer's mu held.
+// carried h, a batch salvage sent alone with stamp. Called with the
+// writer's mu held.
 func (p *partition) advance(h producer.BatchHeader, n int) {
 	s := p.seq
 	if h.ProducerID < 0 || s == nil || s.id != h.ProducerID || s.epoch != h.ProducerEpoch || s.next != h.BaseSequence {

@@ -21,7 +21,7 @@ import (
 func (w *Writer) produceRequest(batches []batch) (*rawproduce.Request, int, error) {
 	w.mu.Lock()
 	for i := range batches {
-		batches[i].h = w.idem.stamp(batches[i].p, w.transactional())
+		w.idem.reserve(&batches[i], w.transactional())
 	}
 	w.mu.Unlock()
 	if err := w.enlist(batches); err != nil {

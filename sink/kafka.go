@@ -14,6 +14,7 @@ import (
 
 	"github.com/outbox-cdc/outbox-cdc/decode"
 	"github.com/outbox-cdc/outbox-cdc/internal/backoff"
+	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
 // Config is what the writer needs to know.
@@ -28,6 +29,12 @@ type Config struct {
 	// while events keep coming (see sender); a request after a quiet spell
 	// leaves at once.
 	BatchTimeout time.Duration
+	// MaxInFlightRequests bounds the produce requests out at once on each
+	// broker's connection, as the Java producer's
+	// max.in.flight.requests.per.connection: 1 to 5 (the most a broker
+	// deduplicates per partition); 0: 5. Only full batches (a backlog)
+	// send a request while another is out.
+	MaxInFlightRequests int
 	// Compression is the codec of every record batch; 0 is none.
 	Compression kafka.Compression
 	// MaxMessageBytes bounds one record (key, value and headers). A larger
@@ -117,7 +124,12 @@ type Writer struct {
 	log        *slog.Logger
 	missing    missingTopics
 
+	depth  int             // Config.MaxInFlightRequests
+	dialer producer.Dialer // the senders' connections
+
 	mu      sync.Mutex
+	addrs   map[int32]string // broker id → host:port, from metadata
+	peak    int              // the most requests a sender had out at once
 	parts   map[topicPartition]*partition
 	senders map[int32]*sender // by broker id
 	owned   sync.WaitGroup    // the senders, salvages and lookups
@@ -193,6 +205,9 @@ func NewWriter(cfg Config, done Done) *Writer {
 	if cfg.Observer == nil {
 		cfg.Observer = nopObserver{}
 	}
+	if cfg.MaxInFlightRequests <= 0 || cfg.MaxInFlightRequests > 5 {
+		cfg.MaxInFlightRequests = 5
+	}
 	if cfg.Compression == kafka.Lz4 {
 		useSmallLZ4Blocks()
 	}
@@ -200,10 +215,14 @@ func NewWriter(cfg Config, done Done) *Writer {
 		cfg: cfg, log: log, done: done, missing: missingTopics{since: map[string]time.Time{}},
 		client:     &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: produceTimeout, Transport: cfg.Security.countingTransport(cfg.Observer, cfg.MetadataMaxAge)},
 		batchBytes: max(cfg.MaxMessageBytes+4096, 1<<20),
+		depth:      cfg.MaxInFlightRequests,
+		addrs:      map[int32]string{},
 		parts:      map[topicPartition]*partition{},
 		senders:    map[int32]*sender{},
 		routes:     newRoutes(cfg.BatchSize),
 	}
+	tr := w.client.Transport.(*kafka.Transport)
+	w.dialer = producer.Dialer{ClientID: tr.ClientID, Dial: tr.Dial, TLS: tr.TLS, SASL: tr.SASL, Timeout: tr.DialTimeout}
 	w.shape = shapeOf(cfg)
 	w.letters = letters{topic: cfg.DeadLetterTopic, maxBytes: cfg.MaxMessageBytes, shape: w.shape}
 	w.health.log, w.health.observer = log, cfg.Observer

@@ -5,37 +5,57 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/segmentio/kafka-go"
 	metadataAPI "github.com/segmentio/kafka-go/protocol/metadata"
+
+	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
 // partition is one topic partition's queue. Its fields are guarded by the
-// writer's mu. At most one batch of a partition is out at a time (busy), so
-// a retried batch can never be overtaken by later messages of its keys.
+// writer's mu. Its batches out at once are on one connection, in sequence
+// order, and a failed batch is sent again before anything newer of its
+// partition (see settle), so a retried batch can never be overtaken by
+// later messages of its keys.
 type partition struct {
-	tp      topicPartition
-	leader  int32           // the broker whose sender carries this partition
-	buf     []kafka.Message // waiting, oldest first
-	bytes   int             // their weight against batchBytes
-	retry   []kafka.Message // a batch that failed retriably, sent again as it was
-	busy    bool            // a request carries its batch, or salvage settles it
-	attempt int             // consecutive failed attempts of retry
-	retryAt time.Time       // not before this (backoff)
+	tp     topicPartition
+	leader int32           // the broker whose sender carries this partition
+	buf    []kafka.Message // waiting, oldest first
+	bytes  int             // their weight against batchBytes
+	// out counts its batches in requests not yet answered, all on
+	// outConn (see sender.joins).
+	out     int
+	outConn *producer.Conn
+	// retries are its failed batches, oldest first, each with its
+	// sequence: sent again one at a time, alone, before anything newer.
+	retries []batch
+	attempt int       // consecutive failed attempts
+	retryAt time.Time // the first retry not before this (backoff)
+	// relocate: the first retry failed because the leader moved; once it
+	// is due, the leader is asked again (relocating) before it is sent, so
+	// that it goes where the leader is by then, not where it was.
+	relocate, relocating bool
 	// stopped is the failure of an event that could not be published nor
 	// dead-lettered: the stream stops at it, so nothing after it in this
 	// partition is sent (see salvage); what is queued is reported failed.
 	stopped error
 	// seq is the partition's producer session and next base sequence
-	// (idempotence.go); nil until its first idempotent batch. It advances
-	// only when a batch is acknowledged: a retry carries the same sequence.
+	// (idempotence.go); nil until its first idempotent batch. A batch's
+	// sequence is taken when it is first sent; a retry carries the same.
 	seq *sequence
 	// salvaging: a salvage sends the busy partition's batch message by
 	// message (under oneByOne, which it and produce take before mu).
 	salvaging bool
 	oneByOne  sync.Mutex
+	// reports orders the reports of its batches (reports.go); reporting
+	// serialises them, taken before mu.
+	reports   reports
+	reporting sync.Mutex
 }
 
 // enqueue routes msg to its partition and queues it there, waking the
@@ -152,9 +172,10 @@ func (w *Writer) assign(p *partition, leader int32) {
 	}
 	s, ok := w.senders[leader]
 	if !ok || s.stopped {
-		s = &sender{w: w, broker: leader, wake: make(chan struct{}, 1)}
+		s = &sender{w: w, broker: leader, wake: make(chan struct{}, 1), out: make(chan requestOut, w.depth)}
 		w.senders[leader] = s
 		w.owned.Go(s.run)
+		w.owned.Go(s.receive)
 	}
 	p.leader = leader
 	s.parts = append(s.parts, p)
@@ -267,6 +288,9 @@ func (w *Writer) learn(ctx context.Context, topic string, res *metadataAPI.Respo
 			c.leaders[p.PartitionIndex] = p.LeaderID
 		}
 		w.mu.Lock()
+		for _, b := range res.Brokers {
+			w.addrs[b.NodeID] = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
+		}
 		if n, changed := w.routes.learned(topic, c); changed {
 			w.log.Warn("the topic's partition count changed: events queued under the old count are delivered first (exactly-once: the open Kafka transaction commits first), then keys are routed by the new one",
 				slog.String("topic", topic), slog.Int("from", n), slog.Int("to", len(c.ids)))
@@ -284,12 +308,18 @@ func (w *Writer) learn(ctx context.Context, topic string, res *metadataAPI.Respo
 	return topicCount{}, kafka.UnknownTopicOrPartition
 }
 
-// take returns p's next batch: the failed one again, or up to BatchSize
-// messages and about batchBytes from its queue. Called with mu held.
-func (w *Writer) take(p *partition) []kafka.Message {
-	if p.retry != nil {
-		b := p.retry
-		p.retry = nil
+// busy reports whether p has a batch out, or a salvage holds it.
+func (p *partition) busy() bool { return p.out > 0 || p.salvaging }
+
+// take returns p's next batch: its first failed one again (with its
+// sequence), or up to BatchSize messages and about batchBytes from its
+// queue (stamped when the request is made). Called with mu held, after
+// p.out counts the batch.
+func (w *Writer) take(p *partition) batch {
+	if len(p.retries) > 0 {
+		b := p.retries[0]
+		p.retries = slices.Delete(p.retries, 0, 1)
+		b.err, b.alone = nil, p.out == 1
 		return b
 	}
 	size, count := 0, 0
@@ -302,18 +332,19 @@ func (w *Writer) take(p *partition) []kafka.Message {
 		count++
 	}
 	p.bytes -= size
-	batch := make([]kafka.Message, count)
-	copy(batch, p.buf)
+	msgs := make([]kafka.Message, count)
+	copy(msgs, p.buf)
 	rest := copy(p.buf, p.buf[count:])
 	clear(p.buf[rest:])
 	p.buf = p.buf[:rest]
-	return batch
+	p.reports.next++
+	return batch{p: p, msgs: msgs, h: producer.NoProducer, alone: p.out == 1, order: p.reports.next - 1}
 }
 
 // full reports whether p has a full batch waiting: then its sender does not
 // wait for more. Called with mu held.
 func (w *Writer) full(p *partition) bool {
-	return p.retry != nil || len(p.buf) >= w.cfg.BatchSize || p.bytes > w.batchBytes
+	return len(p.retries) > 0 || len(p.buf) >= w.cfg.BatchSize || p.bytes > w.batchBytes
 }
 
 // batchOverhead is a record's framing in a batch, roughly, on top of its

@@ -295,7 +295,7 @@ func (l *TopicLimit) reserve(topic string) {
 // batch out, or a batch to retry. Called with mu held.
 func (w *Writer) topicBusy(topic string) bool {
 	for tp, p := range w.parts {
-		if tp.topic == topic && (len(p.buf) > 0 || p.busy || p.retry != nil) {
+		if tp.topic == topic && (len(p.buf) > 0 || p.busy() || len(p.retries) > 0 || len(p.reports.held) > 0) {
 			return true
 		}
 	}

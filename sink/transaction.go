@@ -113,7 +113,7 @@ func (s *sender) failInTransaction(b batch, err error) {
 		w.done(m.token, m.reason, err)
 	}
 	w.mu.Lock()
-	b.p.busy = false
+	b.p.out--
 	if b.p.stopped == nil {
 		b.p.stopped = err
 	}
