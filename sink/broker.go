@@ -170,35 +170,22 @@ func (s *sender) next() (batches []batch, wait time.Duration, stop bool) {
 	var nextRetry time.Time
 	pending, full := s.inflight > 0, false
 	for _, p := range s.parts {
-		busy := p.busy()
-		pending = pending || busy
-		if len(p.retries) == 0 && len(p.buf) == 0 && (len(p.reports.held) == 0 || busy) {
-			continue
-		}
-		if !busy && (abandoned || p.stopped != nil) {
+		v := s.consider(p, now, abandoned)
+		pending = pending || v != idle
+		switch v {
+		case drops:
 			failed = append(failed, drop(p))
-			continue
-		}
-		pending = true
-		switch {
-		case len(p.retries) > 0 && busy:
-			continue // the first failed batch goes again alone
-		case len(p.retries) > 0 && now.Before(p.retryAt):
+		case waits:
 			if nextRetry.IsZero() || p.retryAt.Before(nextRetry) {
 				nextRetry = p.retryAt
 			}
-			continue
-		case len(p.retries) > 0 && (p.relocate || p.relocating):
-			if !p.relocating {
-				p.relocate, p.relocating = false, true
-				relocate = append(relocate, p)
-			}
-			continue
-		case busy && !s.joins(p):
-			continue
+		case relocates:
+			p.relocate, p.relocating = false, true
+			relocate = append(relocate, p)
+		case sends:
+			ready = append(ready, p)
+			full = full || w.full(p)
 		}
-		ready = append(ready, p)
-		full = full || w.full(p)
 	}
 	switch {
 	case !pending && closing:
@@ -229,6 +216,43 @@ func (s *sender) next() (batches []batch, wait time.Duration, stop bool) {
 	}
 	s.last = now
 	return batches, 0, false
+}
+
+// A verdict is what the sender's next request makes of a partition.
+type verdict int
+
+const (
+	idle      verdict = iota // nothing to send, nothing out
+	holds                    // something out or waiting, nothing to send now
+	drops                    // the writer abandoned or p stopped: what it holds fails
+	waits                    // its first retry is not due before p.retryAt
+	relocates                // its first retry is due: ask where its leader is first
+	sends                    // a batch goes in the next request
+)
+
+// consider returns p's verdict. Called with mu held.
+func (s *sender) consider(p *partition, now time.Time, abandoned bool) verdict {
+	busy := p.busy()
+	switch {
+	case !busy && (abandoned || p.stopped != nil) && (len(p.retries) > 0 || len(p.buf) > 0 || len(p.reports.held) > 0):
+		return drops
+	case len(p.retries) == 0 && len(p.buf) == 0:
+		if busy || len(p.reports.held) > 0 {
+			return holds
+		}
+		return idle
+	case len(p.retries) > 0 && busy:
+		return holds // the first failed batch goes again alone
+	case len(p.retries) > 0 && now.Before(p.retryAt):
+		return waits
+	case len(p.retries) > 0 && p.relocating:
+		return holds
+	case len(p.retries) > 0 && p.relocate:
+		return relocates
+	case busy && !s.joins(p):
+		return holds
+	}
+	return sends
 }
 
 // joins reports whether p, with batches out, may send another beside them:
