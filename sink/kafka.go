@@ -106,14 +106,16 @@ type Config struct {
 type Done func(token uint64, reason string, err error)
 
 // Writer publishes events to Kafka asynchronously. Each event joins its
-// partition's queue; one sender per broker keeps one produce request in
-// flight, carrying a batch of every partition that broker leads with events
-// waiting (see sender). What arrives while a request is out goes in the
-// next one, so batches grow with the broker's round trip instead of
-// queueing behind it, and a trickle over many partitions costs one request
-// per round rather than one per partition. A partition has at most one
-// batch out, and a batch that failed is sent again before anything newer
-// of its partition: one key's events keep their order. It dead-letters what
+// partition's queue; one sender per broker sends produce requests on a
+// connection of its own, each carrying a batch of every partition that
+// broker leads with events waiting (see sender). What arrives while a
+// request is out goes in the next one, so batches grow with the broker's
+// round trip instead of queueing behind it, and a trickle over many
+// partitions costs one request per round rather than one per partition; a
+// backlog keeps up to MaxInFlightRequests requests out. A partition's
+// batches out at once keep their sequence order, and a batch that failed
+// is sent again before anything newer of its partition (see settle): one
+// key's events keep their order. It dead-letters what
 // Kafka can never accept; an event it can neither publish nor dead-letter
 // stops its partition (nothing after it there is sent, see salvage).
 type Writer struct {
