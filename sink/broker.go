@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -52,6 +53,7 @@ type sender struct {
 
 	// Owned by run's goroutine.
 	conn     *producer.Conn
+	unwatch  func() bool // stops closing conn once the writer is abandoned
 	lastUsed time.Time
 }
 
@@ -85,6 +87,9 @@ type batch struct {
 	alone bool
 	err   *Error // why it failed, while it waits in the partition's retries
 	order uint64 // its place in its partition's reports (reports.go)
+	// retried: sent again (taken from the partition's retries).
+	retried bool
+	fate    error // its fate once settled, while its report waits (reports.go)
 }
 
 // idleConn is how long a sender keeps its connection without a request:
@@ -96,9 +101,7 @@ const idleConn = 30 * time.Second
 func (s *sender) run() {
 	defer func() {
 		close(s.out)
-		if s.conn != nil {
-			s.conn.Close()
-		}
+		s.closeConn()
 	}()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -107,14 +110,11 @@ func (s *sender) run() {
 		if stop {
 			return
 		}
-		if s.w.abandon.Err() != nil && s.conn != nil {
-			s.conn.Close() // the requests out fail at once
-		}
 		if len(batches) > 0 {
 			s.send(batches)
 			continue
 		}
-		if wait == 0 && s.conn != nil {
+		if wait == 0 && s.conn != nil && s.quiet() {
 			wait = max(idleConn-time.Since(s.lastUsed), time.Millisecond)
 		}
 		if wait > 0 {
@@ -138,9 +138,27 @@ func (s *sender) closeIdle() {
 	out := s.inflight
 	w.mu.Unlock()
 	if s.conn != nil && out == 0 && time.Since(s.lastUsed) >= idleConn {
-		s.conn.Close()
-		s.conn = nil
+		s.closeConn()
 	}
+}
+
+// quiet reports whether no request is out: only then does the idle timer
+// run (an answer, not the timer, wakes a sender with requests out).
+func (s *sender) quiet() bool {
+	s.w.mu.Lock()
+	defer s.w.mu.Unlock()
+	return s.inflight == 0
+}
+
+// closeConn closes the sender's connection, if any: the requests out on
+// it fail.
+func (s *sender) closeConn() {
+	if s.conn == nil {
+		return
+	}
+	s.unwatch()
+	s.conn.Close()
+	s.conn = nil
 }
 
 // next returns the batches of the next request, or how long to wait before
@@ -151,8 +169,9 @@ func (s *sender) next() (batches []batch, wait time.Duration, stop bool) {
 	var failed []dropped // reported outside the lock
 	defer func() {
 		for _, d := range failed {
-			w.reportMessages(d.acked, nil)
-			w.reportMessages(d.msgs, d.err)
+			for _, f := range d {
+				w.reportMessages(f.msgs, f.err)
+			}
 		}
 	}()
 	var relocate []*partition // asked outside the lock
@@ -171,7 +190,7 @@ func (s *sender) next() (batches []batch, wait time.Duration, stop bool) {
 	pending, full := s.inflight > 0, false
 	for _, p := range s.parts {
 		v := s.consider(p, now, abandoned)
-		pending = pending || v != idle
+		pending = pending || v != idle && v != drops // what is dropped is settled now
 		switch v {
 		case drops:
 			failed = append(failed, drop(p))
@@ -257,7 +276,7 @@ func (s *sender) consider(p *partition, now time.Time, abandoned bool) verdict {
 
 // joins reports whether p, with batches out, may send another beside them:
 // a full one, on the connection its others are on, up to the writer's
-// depth; none beside a batch sent again (attempt), which must be written
+// depth; none beside a batch sent again (retryOut), which must be written
 // before anything newer: the broker recognises a batch sent twice only
 // among the last 5 it wrote of the producer and partition. And only while the broker surely
 // knows the producer on p: a batch of its session was acknowledged within
@@ -267,7 +286,7 @@ func (s *sender) consider(p *partition, now time.Time, abandoned bool) verdict {
 // refused would be written ahead of it. Called with mu held.
 func (s *sender) joins(p *partition) bool {
 	w := s.w
-	return !p.salvaging && p.attempt == 0 && len(p.retries) == 0 && p.out < w.depth && p.outConn != nil && p.outConn == s.conn && !s.conn.Broken() &&
+	return !p.salvaging && !p.retryOut && len(p.retries) == 0 && p.out < w.depth && p.outConn != nil && p.outConn == s.conn && !s.conn.Broken() &&
 		p.seq != nil && time.Since(p.seq.ackedAt) < pipelineAfterAck &&
 		len(p.buf) > 0 && (len(p.buf) >= w.cfg.BatchSize || p.bytes > w.batchBytes)
 }
@@ -277,12 +296,15 @@ func (s *sender) joins(p *partition) bool {
 // the broker's producer.id.expiration.ms (a day by default).
 const pipelineAfterAck = time.Minute
 
-// dropped is what a partition held, reported failed with err, and what
-// was acknowledged but held for an earlier batch's fate (reports.abandon).
-type dropped struct {
-	msgs  []kafka.Message
-	err   error
-	acked []kafka.Message
+// dropped is what a partition held, in its order: the batches whose
+// reports waited for an earlier one's, the failed batches, then the
+// queue, each with its fate.
+type dropped []fate
+
+// fate is messages' fate, to report.
+type fate struct {
+	msgs []kafka.Message
+	err  error
 }
 
 // drop takes everything p holds, once the writer is abandoned or p stopped.
@@ -292,11 +314,17 @@ func drop(p *partition) dropped {
 	if p.stopped != nil {
 		err = heldBack(p.tp.topic, p.stopped)
 	}
-	var msgs []kafka.Message
-	for _, b := range p.retries {
-		msgs = append(msgs, b.msgs...)
+	for i := range p.retries {
+		p.retries[i].fate = err
 	}
-	d := dropped{msgs: append(msgs, p.buf...), err: err, acked: p.reports.abandon()}
+	batches := slices.Concat(p.reports.held, p.retries)
+	slices.SortFunc(batches, func(a, b batch) int { return compare(a.order, b.order) })
+	d := make(dropped, 0, len(batches)+1)
+	for _, b := range batches {
+		d = append(d, fate{msgs: b.msgs, err: b.fate})
+	}
+	d = append(d, fate{msgs: p.buf, err: err})
+	p.reports.held, p.reports.reported = nil, p.reports.next
 	p.retries, p.buf, p.bytes = nil, nil, 0
 	return d
 }
@@ -344,8 +372,7 @@ func (s *sender) send(batches []batch) {
 func (s *sender) write(req *rawproduce.Request) (*producer.Call, error) {
 	w := s.w
 	if s.conn != nil && s.conn.Broken() {
-		s.conn.Close()
-		s.conn = nil
+		s.closeConn()
 	}
 	if s.conn == nil {
 		w.mu.Lock()
@@ -358,7 +385,9 @@ func (s *sender) write(req *rawproduce.Request) (*producer.Call, error) {
 		if err != nil {
 			return nil, fmt.Errorf("broker %d: %w", s.broker, err)
 		}
-		s.conn = conn
+		// Abandoned, the requests out fail at once, and a write blocked
+		// on a broker that stopped reading returns.
+		s.conn, s.unwatch = conn, context.AfterFunc(w.abandon, conn.Close)
 	}
 	s.lastUsed = time.Now()
 	call, err := s.conn.Send(req, time.Now().Add(produceTimeout+5*time.Second))

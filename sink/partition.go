@@ -34,8 +34,10 @@ type partition struct {
 	// retries are its failed batches, oldest first, each with its
 	// sequence: sent again one at a time, alone, before anything newer.
 	retries []batch
-	attempt int       // consecutive failed attempts
-	retryAt time.Time // the first retry not before this (backoff)
+	attempt int // consecutive failed attempts
+	// retryOut: a batch sent again is out; nothing joins it (sender.joins).
+	retryOut bool
+	retryAt  time.Time // the first retry not before this (backoff)
 	// relocate: the first retry failed because the leader moved; once it
 	// is due, the leader is asked again (relocating) before it is sent, so
 	// that it goes where the leader is by then, not where it was.
@@ -178,6 +180,7 @@ func (w *Writer) assign(p *partition, leader int32) {
 		w.owned.Go(s.receive)
 	}
 	p.leader = leader
+	p.outConn = nil // its batches out stay on the old connection: none joins them
 	s.parts = append(s.parts, p)
 	s.idle, s.pacing = false, false
 	s.signal()
@@ -319,7 +322,8 @@ func (w *Writer) take(p *partition) batch {
 	if len(p.retries) > 0 {
 		b := p.retries[0]
 		p.retries = slices.Delete(p.retries, 0, 1)
-		b.err, b.alone = nil, p.out == 1
+		b.err, b.alone, b.retried = nil, p.out == 1, true
+		p.retryOut = true
 		return b
 	}
 	size, count := 0, 0

@@ -11,19 +11,21 @@ import (
 // was lost after the broker wrote it is retried, and the broker may have
 // acknowledged the batches sent behind it meanwhile. Each batch takes a
 // number (order) when it is first taken from the queue; an acknowledged
-// batch is held until every batch before it has its fate, then reported.
+// batch is held until every batch before it has its fate, then reported;
+// so is a batch failed in a transaction (failInTransaction), and what a
+// partition holds when it is dropped goes in the same order (drop).
 
 // reports is a partition's order of reports. Guarded by the writer's mu,
 // except reporting, which the partition's reporting lock serialises.
 type reports struct {
 	next     uint64  // the order of the next batch taken
 	reported uint64  // the order of the next batch whose fate is reported
-	held     []batch // acknowledged, waiting for an earlier batch's fate, by order
+	held     []batch // settled, waiting for an earlier batch's fate, by order
 }
 
-// report hands the reports of b's messages, acknowledged, to Done once every
-// batch of its partition before it has its own, with those of the batches
-// held behind it.
+// report hands the fates of b's messages (b.fate: nil once acknowledged)
+// to Done once every batch of its partition before it has its own, with
+// those of the batches held behind it.
 func (w *Writer) report(b batch) {
 	p := b.p
 	p.reporting.Lock()
@@ -32,7 +34,7 @@ func (w *Writer) report(b batch) {
 	ready := p.reports.release(b)
 	w.mu.Unlock()
 	for _, r := range ready {
-		w.reportMessages(r.msgs, nil)
+		w.reportMessages(r.msgs, r.fate)
 	}
 }
 
@@ -51,7 +53,7 @@ func (w *Writer) resolved(b batch) {
 	}
 	w.mu.Unlock()
 	for _, r := range ready {
-		w.reportMessages(r.msgs, nil)
+		w.reportMessages(r.msgs, r.fate)
 	}
 }
 
@@ -88,19 +90,6 @@ func (f *reports) flush() []batch {
 	ready := slices.Clone(f.held[:n])
 	f.held = slices.Delete(f.held, 0, n)
 	return ready
-}
-
-// abandon returns every held batch, whatever its order: the partition
-// sends nothing more (stopped, or the writer abandoned), so the reports of
-// the batches before them are failures already reported or about to be.
-// Called with the writer's mu held.
-func (f *reports) abandon() []kafka.Message {
-	var msgs []kafka.Message
-	for _, b := range f.held {
-		msgs = append(msgs, b.msgs...)
-	}
-	f.held = nil
-	return msgs
 }
 
 func compare(a, b uint64) int {

@@ -42,7 +42,11 @@ func (s *sender) settle(b batch, err error) {
 			sq.ackedAt = time.Now()
 		}
 		p.out--
-		if b.alone || len(p.retries) == 0 {
+		p.retryOut = p.retryOut && !b.retried
+		if p.out == 0 {
+			p.outConn = nil
+		}
+		if b.alone || len(p.retries) == 0 { // progress: the next retry backs off afresh (joins waits for retryOut)
 			p.attempt = 0
 		}
 		w.salvageHead(p)
@@ -77,14 +81,18 @@ func (s *sender) settle(b batch, err error) {
 	perr.Transient = perr.Transient || abandoned // dropped by next, not salvaged
 	w.mu.Lock()
 	p.out--
-	b.err = perr
-	if b.alone {
-		p.retries = slices.Insert(p.retries, 0, b) // those behind it were sent after it
-	} else {
-		p.retries = append(p.retries, b)
+	p.retryOut = p.retryOut && !b.retried // b, first among the retries again, keeps the others waiting
+	if p.out == 0 {
+		p.outConn = nil
 	}
+	b.err = perr
+	// In the partition's order, whatever order the failures arrive in (a
+	// request that could not leave fails before earlier ones out on a
+	// broken connection), as the Java producer's insertInSequenceOrder.
+	i, _ := slices.BinarySearchFunc(p.retries, b.order, func(r batch, order uint64) int { return compare(r.order, order) })
+	p.retries = slices.Insert(p.retries, i, b)
 	p.retryAt = time.Now().Add(backoff.Delay(p.attempt, backoffMin, backoffMax))
-	p.relocate = leaderMoved(err)
+	p.relocate = p.relocate || leaderMoved(err)
 	p.attempt++
 	attempt := p.attempt
 	w.salvageHead(p)

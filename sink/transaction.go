@@ -108,12 +108,11 @@ func (w *Writer) refusedInTransaction(err error) error {
 // partition: nothing more is sent in a transaction that cannot commit.
 func (s *sender) failInTransaction(b batch, err error) {
 	w := s.w
-	for i := range b.msgs {
-		m := b.msgs[i].WriterData.(meta)
-		w.done(m.token, m.reason, err)
-	}
+	b.fate = err
+	w.report(b)
 	w.mu.Lock()
 	b.p.out--
+	b.p.retryOut = b.p.retryOut && !b.retried
 	if b.p.stopped == nil {
 		b.p.stopped = err
 	}
