@@ -1,16 +1,11 @@
 package sink
 
 import (
-	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"time"
 
 	"github.com/segmentio/kafka-go"
-	"github.com/segmentio/kafka-go/protocol"
-	produceAPI "github.com/segmentio/kafka-go/protocol/produce"
-	"github.com/segmentio/kafka-go/protocol/rawproduce"
 
 	"github.com/outbox-cdc/outbox-cdc/producer"
 )
@@ -129,36 +124,6 @@ func (s *sender) run() {
 			<-s.wake
 		}
 	}
-}
-
-// closeIdle closes the connection once it carried nothing for idleConn.
-func (s *sender) closeIdle() {
-	w := s.w
-	w.mu.Lock()
-	out := s.inflight
-	w.mu.Unlock()
-	if s.conn != nil && out == 0 && time.Since(s.lastUsed) >= idleConn {
-		s.closeConn()
-	}
-}
-
-// quiet reports whether no request is out: only then does the idle timer
-// run (an answer, not the timer, wakes a sender with requests out).
-func (s *sender) quiet() bool {
-	s.w.mu.Lock()
-	defer s.w.mu.Unlock()
-	return s.inflight == 0
-}
-
-// closeConn closes the sender's connection, if any: the requests out on
-// it fail.
-func (s *sender) closeConn() {
-	if s.conn == nil {
-		return
-	}
-	s.unwatch()
-	s.conn.Close()
-	s.conn = nil
 }
 
 // next returns the batches of the next request, or how long to wait before
@@ -285,9 +250,9 @@ func (s *sender) consider(p *partition, now time.Time, abandoned bool) verdict {
 // a full one, on the connection its others are on, up to the writer's
 // depth; none beside a batch sent again (retryOut), which must be written
 // before anything newer: the broker recognises a batch sent twice only
-// among the last 5 it wrote of the producer and partition. And only while the broker surely
-// knows the producer on p: a batch of its session was acknowledged within
-// pipelineAfterAck. A broker with no state for a producer id on a
+// among the last 5 it wrote of the producer and partition. And only while
+// the broker surely knows the producer on p: a batch of its session was
+// acknowledged within pipelineAfterAck. A broker with no state for a producer id on a
 // partition (a new id, or one it expired) writes its first batch whatever
 // its sequence (KIP-360), so a batch sent beside a first one the broker
 // refused would be written ahead of it. Called with mu held.
@@ -334,114 +299,4 @@ func drop(p *partition) dropped {
 	p.reports.held, p.reports.reported = nil, p.reports.next
 	p.retries, p.buf, p.bytes = nil, nil, 0
 	return d
-}
-
-// send writes one produce request of batches, acks=all, on the sender's
-// connection, and hands it to receive, which settles each partition's
-// batch by its own answer. A request that cannot leave (the writer
-// abandoned, no producer id yet, no connection) settles its batches with
-// that failure at once.
-func (s *sender) send(batches []batch) {
-	w := s.w
-	err := w.hold() // abandoned while held: nothing more goes out
-	if err == nil {
-		err = w.ensureSession()
-	}
-	var req *rawproduce.Request
-	records := 0
-	if err == nil {
-		if req, records, err = w.produceRequest(batches); err != nil && w.refusedInTransaction(err) == nil {
-			err = &Error{Err: err}
-		}
-	}
-	var call *producer.Call
-	if err == nil {
-		call, err = s.write(req)
-	}
-	if err != nil {
-		for _, b := range batches {
-			s.settle(b, err)
-		}
-		return
-	}
-	w.cfg.Observer.Request(len(batches), records)
-	w.mu.Lock()
-	s.inflight++
-	w.peak = max(w.peak, s.inflight)
-	for _, b := range batches {
-		b.p.outConn = s.conn
-	}
-	w.mu.Unlock()
-	s.out <- requestOut{call: call, batches: batches} // room for every request out
-}
-
-// write sends req on the sender's connection, dialing it first if need be.
-func (s *sender) write(req *rawproduce.Request) (*producer.Call, error) {
-	w := s.w
-	if s.conn != nil && s.conn.Broken() {
-		s.closeConn()
-	}
-	if s.conn == nil {
-		w.mu.Lock()
-		addr, ok := w.addrs[s.broker]
-		w.mu.Unlock()
-		if !ok {
-			return nil, fmt.Errorf("broker %d: no address in the metadata: %w", s.broker, kafka.LeaderNotAvailable)
-		}
-		conn, err := w.dialer.DialConn(w.abandon, addr, w.depth)
-		if err != nil {
-			return nil, fmt.Errorf("broker %d: %w", s.broker, err)
-		}
-		// Abandoned, the requests out fail at once, and a write blocked
-		// on a broker that stopped reading returns.
-		s.conn, s.unwatch = conn, context.AfterFunc(w.abandon, conn.Close)
-	}
-	s.lastUsed = time.Now()
-	call, err := s.conn.Send(req, time.Now().Add(produceTimeout+5*time.Second))
-	if err != nil {
-		return nil, fmt.Errorf("broker %d: %w", s.broker, err)
-	}
-	return call, nil
-}
-
-// receive settles the requests out, in the order they left, each once
-// its answer (or its connection's failure) is in; it returns once run
-// closed out.
-func (s *sender) receive() {
-	w := s.w
-	for r := range s.out {
-		res, err := r.call.Result()
-		errs := make([]error, len(r.batches))
-		if err == nil {
-			codes := answers(res.(*produceAPI.Response))
-			for i, b := range r.batches {
-				code, ok := codes[b.p.tp]
-				switch {
-				case !ok:
-					errs[i] = fmt.Errorf("no answer for partition %d: %w", b.p.tp.id, protocol.ErrNoPartition)
-				case code != 0:
-					errs[i] = kafka.Error(code)
-				}
-			}
-		} else {
-			for i := range errs {
-				errs[i] = err
-			}
-		}
-		for i, b := range r.batches {
-			s.settle(b, errs[i])
-		}
-		w.mu.Lock()
-		s.inflight--
-		w.mu.Unlock()
-		s.signal()
-	}
-}
-
-// peakInFlight returns the most produce requests a sender had out at
-// once: what pipelining reached.
-func (w *Writer) peakInFlight() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.peak
 }
