@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"cmp"
 	"errors"
 	"slices"
 	"time"
@@ -290,7 +291,7 @@ func drop(p *partition) dropped {
 		p.retries[i].fate = err
 	}
 	batches := slices.Concat(p.reports.held, p.retries)
-	slices.SortFunc(batches, func(a, b batch) int { return compare(a.order, b.order) })
+	slices.SortFunc(batches, func(a, b batch) int { return cmp.Compare(a.order, b.order) })
 	d := make(dropped, 0, len(batches)+1)
 	for _, b := range batches {
 		d = append(d, fate{msgs: b.msgs, err: b.fate})

@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/segmentio/kafka-go"
@@ -70,7 +71,7 @@ func (w *Writer) reportMessages(msgs []kafka.Message, err error) {
 func (f *reports) release(b batch) []batch {
 	if b.order != f.reported {
 		i, _ := slices.BinarySearchFunc(f.held, b.order, func(h batch, order uint64) int {
-			return compare(h.order, order)
+			return cmp.Compare(h.order, order)
 		})
 		f.held = slices.Insert(f.held, i, b)
 		return nil
@@ -90,14 +91,4 @@ func (f *reports) flush() []batch {
 	ready := slices.Clone(f.held[:n])
 	f.held = slices.Delete(f.held, 0, n)
 	return ready
-}
-
-func compare(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -89,7 +90,7 @@ func (s *sender) settle(b batch, err error) {
 	// In the partition's order, whatever order the failures arrive in (a
 	// request that could not leave fails before earlier ones out on a
 	// broken connection), as the Java producer's insertInSequenceOrder.
-	i, _ := slices.BinarySearchFunc(p.retries, b.order, func(r batch, order uint64) int { return compare(r.order, order) })
+	i, _ := slices.BinarySearchFunc(p.retries, b.order, func(r batch, order uint64) int { return cmp.Compare(r.order, order) })
 	p.retries = slices.Insert(p.retries, i, b)
 	p.retryAt = time.Now().Add(backoff.Delay(p.attempt, backoffMin, backoffMax))
 	p.relocate = p.relocate || leaderMoved(err)
