@@ -41,10 +41,11 @@ type sender struct {
 
 	// Guarded by w.mu.
 	parts    []*partition
-	idle     bool      // waiting for any message: enqueue wakes it
-	pacing   bool      // waiting out BatchTimeout: a full batch wakes it
-	last     time.Time // when its last request left
-	inflight int       // requests out
+	idle     bool          // waiting for any message: enqueue wakes it
+	pacing   bool          // waiting out BatchTimeout: a full batch wakes it
+	last     time.Time     // when its last request left
+	inflight int           // requests out
+	rtt      time.Duration // the last request's round trip
 	stopped  bool
 
 	// Owned by run's goroutine.
@@ -57,6 +58,7 @@ type sender struct {
 type requestOut struct {
 	call    *producer.Call
 	batches []batch
+	sent    time.Time
 }
 
 func (s *sender) signal() {
@@ -169,7 +171,7 @@ func (s *sender) next() (batches []batch, wait time.Duration, stop bool) {
 			relocate = append(relocate, p)
 		case sends:
 			ready = append(ready, p)
-			full = full || w.full(p)
+			full = full || w.full(p) || s.inflight > 0 && !now.Before(s.dueAt(p))
 		}
 	}
 	switch {
@@ -184,8 +186,15 @@ func (s *sender) next() (batches []batch, wait time.Duration, stop bool) {
 		}
 		return nil, 0, false
 	case s.inflight > 0 && !full && !w.flushing.Load():
-		s.pacing = true // the answer wakes the sender, or a full batch
-		return nil, 0, false
+		s.pacing = true // the answer wakes the sender, or a full batch, or the first due
+		wait = s.dueAt(ready[0]).Sub(now)
+		for _, p := range ready[1:] {
+			wait = min(wait, s.dueAt(p).Sub(now))
+		}
+		if !nextRetry.IsZero() {
+			wait = min(wait, nextRetry.Sub(now))
+		}
+		return nil, max(wait, time.Millisecond), false
 	case !full && !closing && !w.flushing.Load() && now.Sub(s.last) < w.cfg.BatchTimeout:
 		s.pacing = true
 		wait = w.cfg.BatchTimeout - now.Sub(s.last)
@@ -196,11 +205,13 @@ func (s *sender) next() (batches []batch, wait time.Duration, stop bool) {
 	}
 	batches = make([]batch, 0, len(ready))
 	for _, p := range ready {
-		if s.inflight > 0 && !w.full(p) && !w.flushing.Load() {
-			// Beside a request out, only full batches go: the others wait
-			// for its answer and grow meanwhile, as without pipelining (in
-			// a drain, a request taking every partition's few records at
-			// each full one cost 3 times the relay's CPU per event).
+		if s.inflight > 0 && !w.full(p) && !w.flushing.Load() && now.Before(s.dueAt(p)) {
+			// Beside a request out, only full batches go, and those that
+			// waited as long as they would have for its answer without
+			// pipelining: the others wait and grow meanwhile (in a drain,
+			// a request taking every partition's few records at each full
+			// one cost 3 times the relay's CPU per event), but no longer
+			// (a backlog keeps a request out all the time).
 			continue
 		}
 		p.out++
@@ -208,6 +219,13 @@ func (s *sender) next() (batches []batch, wait time.Duration, stop bool) {
 	}
 	s.last = now
 	return batches, 0, false
+}
+
+// dueAt is when p's queue, not full, may go beside a request out: once it
+// waited BatchTimeout and a round trip, as long as it would have waited
+// for the request's answer without pipelining. Called with mu held.
+func (s *sender) dueAt(p *partition) time.Time {
+	return p.since.Add(s.w.cfg.BatchTimeout + s.rtt)
 }
 
 // A verdict is what the sender's next request makes of a partition.

@@ -218,7 +218,13 @@ func (w *Writer) refence(p *partition, h producer.BatchHeader, err error) error 
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if p.seq != nil && p.seq.session == old && w.idem.current != old {
+	switch {
+	case w.idem.off && p.seq != nil:
+		// The broker gives no producer id any more: the batch goes again
+		// without one (reserve stamps it afresh), or it would be refused
+		// for the old one for ever.
+		p.seq = nil
+	case p.seq != nil && p.seq.session == old && w.idem.current != old:
 		p.seq = &sequence{session: w.idem.current}
 	}
 	return nil

@@ -5,10 +5,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -282,6 +284,26 @@ func TestLeaderMoved(t *testing.T) {
 	} {
 		if got := leaderMoved(tc.err); got != tc.want {
 			t.Errorf("%s: leaderMoved = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestDisconnected: a retry asks where the leader is after no answer at
+// all, never after the broker's own refusal (a Kafka error code).
+func TestDisconnected(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"connection closed", fmt.Errorf("read the answer to a Produce request: %w", io.ErrUnexpectedEOF), true},
+		{"connection refused", fmt.Errorf("broker 2: %w", syscall.ECONNREFUSED), true},
+		{"broker: timeout", fmt.Errorf("produce: %w", kafka.RequestTimedOut), false},
+		{"broker: not enough replicas", kafka.NotEnoughReplicas, false},
+		{"none", nil, false},
+	} {
+		if got := disconnected(tc.err); got != tc.want {
+			t.Errorf("%s: disconnected = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

@@ -27,6 +27,7 @@ type partition struct {
 	leader int32           // the broker whose sender carries this partition
 	buf    []kafka.Message // waiting, oldest first
 	bytes  int             // their weight against batchBytes
+	since  time.Time       // when buf's oldest message was queued, or later (see sender.dueAt)
 	// out counts its batches in requests not yet answered, all on
 	// outConn (see sender.joins).
 	out     int
@@ -86,6 +87,9 @@ func (w *Writer) enqueue(ctx context.Context, msg kafka.Message) error {
 	}
 	if leader := c.leaders[id]; leader != p.leader {
 		w.assign(p, leader)
+	}
+	if len(p.buf) == 0 {
+		p.since = time.Now()
 	}
 	p.buf = append(p.buf, msg)
 	p.bytes += recordSize(&msg) + batchOverhead
@@ -341,6 +345,9 @@ func (w *Writer) take(p *partition) batch {
 	rest := copy(p.buf, p.buf[count:])
 	clear(p.buf[rest:])
 	p.buf = p.buf[:rest]
+	if rest > 0 {
+		p.since = time.Now() // the rest came later: counted from now, they wait at most a round more
+	}
 	p.reports.next++
 	return batch{p: p, msgs: msgs, h: producer.NoProducer, alone: p.out == 1, order: p.reports.next - 1}
 }

@@ -52,7 +52,7 @@ func (s *sender) send(batches []batch) {
 		b.p.outConn = s.conn
 	}
 	w.mu.Unlock()
-	s.out <- requestOut{call: call, batches: batches} // room for every request out
+	s.out <- requestOut{call: call, batches: batches, sent: time.Now()} // room for every request out
 }
 
 // write sends req on the sender's connection, dialing it first if need be.
@@ -113,6 +113,7 @@ func (s *sender) receive() {
 		}
 		w.mu.Lock()
 		s.inflight--
+		s.rtt = time.Since(r.sent)
 		w.mu.Unlock()
 		s.signal()
 	}

@@ -93,7 +93,8 @@ func (s *sender) settle(b batch, err error) {
 	i, _ := slices.BinarySearchFunc(p.retries, b.order, func(r batch, order uint64) int { return cmp.Compare(r.order, order) })
 	p.retries = slices.Insert(p.retries, i, b)
 	p.retryAt = time.Now().Add(backoff.Delay(p.attempt, backoffMin, backoffMax))
-	p.relocate = p.relocate || leaderMoved(err)
+	moved := leaderMoved(err) || disconnected(err)
+	p.relocate = p.relocate || moved
 	p.attempt++
 	attempt := p.attempt
 	w.salvageHead(p)
@@ -102,7 +103,7 @@ func (s *sender) settle(b batch, err error) {
 	if !abandoned {
 		w.health.failed(err, "produce %d messages to %s/%d (attempt %d): %v", len(b.msgs), p.tp.topic, p.tp.id, attempt, err)
 	}
-	if leaderMoved(err) {
+	if moved && !abandoned {
 		// Ask where to, so that the batch follows it (lookup reassigns
 		// the partition) before its retry is due.
 		topic := p.tp.topic
@@ -161,6 +162,16 @@ func (w *Writer) salvageHead(p *partition) {
 func leaderMoved(err error) bool {
 	return errors.Is(err, kafka.NotLeaderForPartition) || errors.Is(err, kafka.LeaderNotAvailable) ||
 		errors.Is(err, kafka.UnknownTopicOrPartition) || errors.As(err, new(*rawproduce.Error))
+}
+
+// disconnected reports whether err is no answer from the broker at all
+// (a connection refused, reset or closed, a request that could not be
+// written): the most common reason is a dead leader, whose partitions
+// moved. The Java producer asks for metadata after a disconnection, as
+// after NOT_LEADER; the writer's own cache of leaders would otherwise keep
+// the retries dialing the dead broker until it expires.
+func disconnected(err error) bool {
+	return err != nil && !errors.As(err, new(kafka.Error))
 }
 
 // handOver wakes the sender that now carries p, when p moved to another
