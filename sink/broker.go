@@ -274,11 +274,13 @@ func (s *sender) consider(p *partition, now time.Time, abandoned bool) verdict {
 // acknowledged within pipelineAfterAck. A broker with no state for a producer id on a
 // partition (a new id, or one it expired) writes its first batch whatever
 // its sequence (KIP-360), so a batch sent beside a first one the broker
-// refused would be written ahead of it. Called with mu held.
+// refused would be written ahead of it. Never once idempotence is off (the
+// broker gives no producer id any more): a batch without one is written
+// whether or not an earlier one was. Called with mu held.
 func (s *sender) joins(p *partition) bool {
 	w := s.w
 	return !p.salvaging && !p.retryOut && len(p.retries) == 0 && p.out < w.depth && p.outConn != nil && p.outConn == s.conn && !s.conn.Broken() &&
-		p.seq != nil && time.Since(p.seq.ackedAt) < pipelineAfterAck &&
+		!w.idem.off && p.seq != nil && time.Since(p.seq.ackedAt) < pipelineAfterAck &&
 		len(p.buf) > 0 && (len(p.buf) >= w.cfg.BatchSize || p.bytes > w.batchBytes)
 }
 
