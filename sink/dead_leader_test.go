@@ -24,11 +24,7 @@ import (
 // minute). In the three-broker suite this was the minute that every
 // exactly-once transaction waited after a leader was killed.
 func TestLeaderDiesWhileCached(t *testing.T) {
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(2), kfake.SeedTopics(1, "dying"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
+	cluster := newCluster(t, kfake.NumBrokers(2), kfake.SeedTopics(1, "dying"))
 	old := cluster.LeaderFor("dying", 0)
 	var dead atomic.Bool
 	refused := make(chan struct{}, 1)

@@ -19,17 +19,7 @@ import (
 func TestRenewalRefusedForGood(t *testing.T) {
 	cluster := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "ren"))
 	var produced, inits, refused atomic.Int32
-	withPID := func(req kmsg.Request) bool {
-		for _, rt := range req.(*kmsg.ProduceRequest).Topics {
-			for _, rp := range rt.Partitions {
-				var b kmsg.RecordBatch
-				if err := b.ReadFrom(rp.Records); err == nil && b.ProducerID >= 0 {
-					return true
-				}
-			}
-		}
-		return false
-	}
+	withPID := func(req kmsg.Request) bool { id, ok := batchPID(req, 0); return ok && id >= 0 } // "ren" has one partition
 	cluster.Fault(
 		kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "ren", Err: kerr.OutOfOrderSequenceNumber, Count: -1,
 			When: func(req kmsg.Request) bool {

@@ -91,6 +91,7 @@ func (s *sender) receive() {
 	w := s.w
 	for r := range s.out {
 		res, err := r.call.Result()
+		rtt := time.Since(r.sent) // before settling: a producer id renewed there is no round trip
 		errs := make([]error, len(r.batches))
 		if err == nil {
 			codes := answers(res.(*produceAPI.Response))
@@ -113,7 +114,7 @@ func (s *sender) receive() {
 		}
 		w.mu.Lock()
 		s.inflight--
-		s.rtt = time.Since(r.sent)
+		s.rtt = rtt
 		w.mu.Unlock()
 		s.signal()
 	}
