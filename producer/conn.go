@@ -57,6 +57,7 @@ type Call struct {
 	done     chan struct{}
 	res      protocol.Message
 	err      error
+	at       time.Time // when the answer or failure came in
 }
 
 // Done is closed once the call's answer (or failure) is in.
@@ -69,9 +70,17 @@ func (c *Call) Result() (protocol.Message, error) {
 	return c.res, c.err
 }
 
+// Answered returns when the call's answer (or failure) came in, however
+// late its caller reads it: the round trip without the caller's own work
+// on earlier answers. It waits for Done.
+func (c *Call) Answered() time.Time {
+	<-c.done
+	return c.at
+}
+
 // finish fills in call's result and frees its slot.
 func (c *Conn) finish(call *Call, res protocol.Message, err error) {
-	call.res, call.err = res, err
+	call.res, call.err, call.at = res, err, time.Now()
 	<-c.slots
 	close(call.done)
 }

@@ -91,7 +91,7 @@ func (s *sender) receive() {
 	w := s.w
 	for r := range s.out {
 		res, err := r.call.Result()
-		rtt := time.Since(r.sent) // before settling: a producer id renewed there is no round trip
+		rtt := r.call.Answered().Sub(r.sent) // not the settling of earlier answers (a producer id renewed there)
 		errs := make([]error, len(r.batches))
 		if err == nil {
 			codes := answers(res.(*produceAPI.Response))
