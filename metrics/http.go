@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/outbox-cdc/outbox-cdc/internal/redact"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -42,7 +43,10 @@ func Serve(ctx context.Context, ln net.Listener, g prometheus.Gatherer, ready fu
 		if err := ready(ctx, r.URL.Query().Get("standby") == "ok"); err != nil {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintln(w, "not ready:", err)
+			// Redacted as the logs are: a driver's error may quote the
+			// connection string, and /readyz is often reachable by more
+			// people than the logs.
+			fmt.Fprintln(w, "not ready:", redact.String(err.Error()))
 			return
 		}
 		fmt.Fprintln(w, "ready")

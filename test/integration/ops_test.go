@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"os"
+	"os/exec"
 	"regexp"
 	"strings"
 	"syscall"
@@ -101,8 +102,11 @@ func TestMetricsAndProbes(t *testing.T) {
 	if b := m[`outbox_cdc_event_latency_seconds_bucket{le="+Inf"}`]; b != 500 {
 		t.Errorf("latency +Inf bucket %v, want 500", b)
 	}
-	if m["outbox_cdc_build_info{goversion=\""+goVersion(body)+"\",version=\"dev\"}"] != 1 {
-		t.Errorf("no build_info sample")
+	// The version label is what `outbox-cdc version` prints: "dev" from a
+	// build with -buildvcs=false, a pseudo-version from a stock go build in
+	// a checkout.
+	if v := binaryVersion(t); m["outbox_cdc_build_info{goversion=\""+goVersion(body)+"\",version=\""+v+"\"}"] != 1 {
+		t.Errorf("no build_info sample with version %q", v)
 	}
 	t.Logf("scraped: published order %v customer %v, dead-lettered %v+%v, latency count %v sum %.3fs, batches %v, slot lag %v bytes",
 		m[`outbox_cdc_events_published_total{topic="`+o.name+`.order"}`], m[`outbox_cdc_events_published_total{topic="`+o.name+`.customer"}`],
@@ -133,6 +137,20 @@ func TestMetricsAndProbes(t *testing.T) {
 
 // pglsn turns a metric value back into an LSN.
 func pglsn(v float64) pglogrepl.LSN { return pglogrepl.LSN(uint64(v)) }
+
+// binaryVersion is the version the test binary says it is.
+func binaryVersion(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command(binary, "version").Output()
+	if err != nil {
+		t.Fatalf("%s version: %v", binary, err)
+	}
+	f := strings.Fields(string(out)) // outbox-cdc VERSION (commit …)
+	if len(f) < 2 {
+		t.Fatalf("%s version printed %q", binary, out)
+	}
+	return f[1]
+}
 
 func goVersion(body string) string {
 	m := regexp.MustCompile(`goversion="([^"]+)"`).FindStringSubmatch(body)
