@@ -46,18 +46,21 @@ func TestUsageErrorsNameTheFix(t *testing.T) {
 		want string
 	}{
 		{nil, nil, "--postgres-url (or OUTBOX_CDC_POSTGRES_URL) is required"},
-		{[]string{"--postgres-url", "x"}, nil, "--kafka-brokers (or OUTBOX_CDC_KAFKA_BROKERS) is required"},
+		{[]string{"--postgres-url", "postgres://x"}, nil, "--kafka-brokers (or OUTBOX_CDC_KAFKA_BROKERS) is required"},
 		{append(base, "--slot", "Bad-Name"), nil, "--slot \"Bad-Name\""},
 		{append(base, "--log-format", "xml"), nil, "want text or json"},
 		{append(base, "--column-payload", ""), nil, "--column-payload must name a column"},
 		{append(base, "--nope"), nil, "flag provided but not defined: -nope"},
 		{base, []string{"OUTBOX_CDC_MAX_IN_FLIGHT=many"}, "OUTBOX_CDC_MAX_IN_FLIGHT=\"many\""},
 		{append(base, "extra"), nil, "unexpected argument \"extra\""},
+		// Parsed as the driver will parse it, and the error keeps no password.
+		{[]string{"--postgres-url", "postgres://u:s3cr3t@h:99999/db", "--kafka-brokers", "k:1"}, nil, "--postgres-url cannot be parsed"},
+		{[]string{"--postgres-url", "host=h port=5432 sslmode=sometimes", "--kafka-brokers", "k:1"}, nil, "--postgres-url cannot be parsed"},
 	}
 	for _, tt := range tests {
 		_, err := Parse(CmdRun, tt.args, tt.env, io.Discard)
 		var ue *UsageError
-		if !errors.As(err, &ue) || !strings.Contains(err.Error(), tt.want) {
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "s3cr3t") {
 			t.Errorf("Parse(%q, %q) = %v, want a usage error containing %q", tt.args, tt.env, err, tt.want)
 		}
 	}

@@ -8,12 +8,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/segmentio/kafka-go/sasl/scram"
 
 	"github.com/outbox-cdc/outbox-cdc/backfill"
 	"github.com/outbox-cdc/outbox-cdc/cleanup"
 	"github.com/outbox-cdc/outbox-cdc/decode"
 	"github.com/outbox-cdc/outbox-cdc/internal/predicate"
+	"github.com/outbox-cdc/outbox-cdc/internal/redact"
 	"github.com/outbox-cdc/outbox-cdc/sink"
 	"github.com/outbox-cdc/outbox-cdc/slot"
 )
@@ -85,6 +87,12 @@ func (c Config) ValidateParts(p Part) error {
 func (c Config) validatePostgres() error {
 	if c.PostgresURL == "" {
 		return bad("postgres-url", "--postgres-url (or %s) is required, e.g. postgres://user@127.0.0.1:5432/db", envName("postgres-url"))
+	}
+	// Parsed as the driver will parse it at connect time, so that check
+	// --offline calls valid only what run can use. pgconn's error names
+	// the fault with the password already blanked; redact is a belt.
+	if _, err := pgconn.ParseConfig(c.PostgresURL); err != nil {
+		return bad("postgres-url", "--postgres-url cannot be parsed: %s", redact.String(err.Error()))
 	}
 	return nil
 }
