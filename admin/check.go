@@ -43,7 +43,7 @@ type CheckOption func(*checkOptions)
 
 type checkOptions struct {
 	offline   bool
-	transport *[2]checklist.Item // Postgres's, Kafka's
+	transport *[3]checklist.Item // Postgres's, Kafka's, the schema registry's
 }
 
 // Offline, when on, makes Check validate the configuration alone and ask
@@ -52,11 +52,12 @@ type checkOptions struct {
 func Offline(on bool) CheckOption { return func(o *checkOptions) { o.offline = on } }
 
 // Transport gives Check the items that say whether the connections to
-// Postgres and to Kafka can be read or altered on their way (the command
-// line's configuration judges them, and run logs their warnings); Check
-// lists each after its server's items.
-func Transport(postgres, kafka checklist.Item) CheckOption {
-	return func(o *checkOptions) { o.transport = &[2]checklist.Item{postgres, kafka} }
+// Postgres, to Kafka and to the schema registry can be read or altered on
+// their way (the command line's configuration judges them, and run logs
+// their warnings); Check lists each after its server's items, the
+// registry's after the contracts' (a Skip item, no registry, is left out).
+func Transport(postgres, kafka, registry checklist.Item) CheckOption {
+	return func(o *checkOptions) { o.transport = &[3]checklist.Item{postgres, kafka, registry} }
 }
 
 // Check inspects, changing nothing, whether Postgres and Kafka are ready
@@ -99,6 +100,9 @@ func Check(ctx context.Context, cfg relay.Config, opts ...CheckOption) (CheckRep
 				cfg.Messages.Prefix, cfg.Defaults.Route.Topic)})
 	}
 	items = append(items, contracts...)
+	if o.transport != nil && o.transport[2].Status != checklist.Skip {
+		items = append(items, o.transport[2])
+	}
 	items = append(items, checkRegistry(ctx, cfg)...)
 	if o.transport != nil {
 		items = append(items, o.transport[1])

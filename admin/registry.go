@@ -25,7 +25,7 @@ func checkRegistry(ctx context.Context, cfg relay.Config) []checklist.Item {
 	if err != nil {
 		return nil
 	}
-	reg, err := registry.New(registry.Config{URL: c.Registry.URL, User: c.Registry.User, Password: c.Registry.Password, Documents: set})
+	reg, err := registry.New(c.Registry.RegistryConfig(set, nil))
 	if err != nil {
 		return []checklist.Item{{Name: "schema registry", Status: checklist.Fail, Detail: checklist.OneLine(err)}}
 	}

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -143,11 +144,36 @@ func local(hostPort string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// RegistryTransport says whether the schema registry is reached over TLS,
+// and warns where its basic auth password, or the schemas and ids it
+// answers with, travel in clear: a registry on the path can answer with
+// another schema's id, which every consumer then decodes the values by.
+// Without a registry it is Skip.
+func (c Config) RegistryTransport() checklist.Item {
+	g := c.Relay.Contracts.Registry
+	it := checklist.Item{Name: "schema registry TLS"}
+	const fix = "use the registry's https:// URL (--schema-registry), with --schema-registry-ca-file if its certificate is not signed by a public CA"
+	u, err := url.Parse(g.URL)
+	switch {
+	case g.URL == "" || err != nil:
+		it.Status, it.Detail = checklist.Skip, "no --schema-registry"
+	case u.Scheme == "https":
+		it.Status, it.Detail = checklist.OK, "TLS, the registry's certificate verified"
+	case g.User != "":
+		it.Status, it.Detail, it.Fix = checklist.Warn, "http://: the basic auth password travels in clear, and the schemas too", fix
+	case !local(u.Host):
+		it.Status, it.Detail, it.Fix = checklist.Warn, "http://: anyone on the path can read the schemas and answer with another schema id, which consumers decode the values by", fix
+	default:
+		it.Status, it.Detail = checklist.OK, "plaintext, to a registry on this machine only"
+	}
+	return it
+}
+
 // TransportWarnings are the transport items with status Warn, one line each
 // with its fix, for run to log once at start.
 func (c Config) TransportWarnings() []string {
 	var out []string
-	for _, it := range []checklist.Item{c.PostgresTransport(), c.KafkaTransport()} {
+	for _, it := range []checklist.Item{c.PostgresTransport(), c.KafkaTransport(), c.RegistryTransport()} {
 		if it.Status == checklist.Warn {
 			out = append(out, fmt.Sprintf("%s: %s; fix: %s", it.Name, it.Detail, it.Fix))
 		}

@@ -170,3 +170,33 @@ func writeCA(t *testing.T) string {
 	}
 	return path
 }
+
+// TestRegistryTransport: basic auth credentials or schemas in clear are a
+// warning with its fix, as for Postgres and Kafka; https is not.
+func TestRegistryTransport(t *testing.T) {
+	tests := []struct {
+		name   string
+		g      relay.Registry
+		status checklist.Status
+		detail string
+	}{
+		{"credentials over http", relay.Registry{URL: "http://127.0.0.1:8081", User: "u", Password: "p"}, checklist.Warn, "basic auth password travels in clear"},
+		{"http, remote", relay.Registry{URL: "http://registry.example.com:8081"}, checklist.Warn, "anyone on the path"},
+		{"http, local", relay.Registry{URL: "http://localhost:8081/apis/ccompat/v7"}, checklist.OK, "on this machine only"},
+		{"https", relay.Registry{URL: "https://registry.example.com", User: "u", Password: "p", CAFile: "ca.pem"}, checklist.OK, "TLS"},
+	}
+	for _, tt := range tests {
+		it := Config{Relay: relay.Config{Contracts: relay.Contracts{Registry: tt.g}}}.RegistryTransport()
+		if it.Status != tt.status || !strings.Contains(it.Detail, tt.detail) || (it.Status == checklist.Warn) != (it.Fix != "") {
+			t.Errorf("%s: [%s] %s (fix %q), want [%s] …%s…", tt.name, it.Status, it.Detail, it.Fix, tt.status, tt.detail)
+		}
+	}
+	c := Config{Relay: relay.Config{PostgresURL: "postgres://u@localhost/app", Kafka: relay.Kafka{Brokers: []string{"localhost:9092"}},
+		Contracts: relay.Contracts{Registry: relay.Registry{URL: "http://127.0.0.1:8081", User: "u", Password: "s3cr3t"}}}}
+	if w := c.TransportWarnings(); len(w) != 1 || !strings.HasPrefix(w[0], "schema registry TLS: ") || strings.Contains(w[0], "s3cr3t") {
+		t.Errorf("TransportWarnings() = %q, want the registry's one line, no password", w)
+	}
+	if w := (Config{Relay: relay.Config{PostgresURL: "postgres://u@localhost/app", Kafka: relay.Kafka{Brokers: []string{"localhost:9092"}}}}).TransportWarnings(); len(w) != 0 {
+		t.Errorf("no registry: %q, want no warning", w)
+	}
+}

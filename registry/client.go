@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/outbox-cdc/outbox-cdc/internal/tlsfiles"
 )
 
 // requestTimeout bounds one request; a registry slower than this is
@@ -29,7 +31,7 @@ type client struct {
 	http           *http.Client
 }
 
-func newClient(base, user, password string) (*client, error) {
+func newClient(base, user, password string, files *tlsfiles.Files) (*client, error) {
 	u, err := url.Parse(base)
 	switch {
 	case err != nil:
@@ -41,8 +43,20 @@ func newClient(base, user, password string) (*client, error) {
 		// that quotes it.
 		return nil, fmt.Errorf("schema registry URL: credentials belong in the user and password settings, not in the URL")
 	}
-	return &client{base: strings.TrimRight(base, "/"), user: user, password: password,
-		http: &http.Client{Timeout: requestTimeout}}, nil
+	hc := &http.Client{Timeout: requestTimeout}
+	if files != nil {
+		if u.Scheme != "https" {
+			return nil, fmt.Errorf("schema registry URL %q: TLS files need an https:// URL", base)
+		}
+		tc, err := files.Config("schema registry")
+		if err != nil {
+			return nil, err
+		}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = tc
+		hc.Transport = tr
+	}
+	return &client{base: strings.TrimRight(base, "/"), user: user, password: password, http: hc}, nil
 }
 
 // schemaRequest is the body of a registration or compatibility test.

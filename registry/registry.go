@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/outbox-cdc/outbox-cdc/internal/backoff"
+	"github.com/outbox-cdc/outbox-cdc/internal/tlsfiles"
 )
 
 // Documents gives each event type's contract as its file holds it
@@ -27,6 +28,10 @@ type Config struct {
 	// User and Password are basic auth credentials; empty User: none.
 	// The password is never logged.
 	User, Password string
+	// TLS names the CA that signs the registry's certificate and a client
+	// certificate, for an https:// URL; nil: the system's roots, no client
+	// certificate.
+	TLS *tlsfiles.Files
 	// Documents are the contracts, registered byte for byte: a registry
 	// reads one without $schema as its own default draft (Confluent's:
 	// draft-07), not as 2020-12 as package contract does.
@@ -92,7 +97,7 @@ type registration struct {
 
 // New returns a Registry for cfg; the registry is not asked anything yet.
 func New(cfg Config) (*Registry, error) {
-	c, err := newClient(cfg.URL, cfg.User, cfg.Password)
+	c, err := newClient(cfg.URL, cfg.User, cfg.Password, cfg.TLS)
 	if err != nil {
 		return nil, err
 	}

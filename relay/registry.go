@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net/url"
 
+	"github.com/outbox-cdc/outbox-cdc/internal/tlsfiles"
 	"github.com/outbox-cdc/outbox-cdc/registry"
 	"github.com/outbox-cdc/outbox-cdc/sink"
 )
@@ -26,6 +27,25 @@ type Registry struct {
 	// (--schema-registry-user, --schema-registry-password); both or
 	// neither. The password is never logged.
 	User, Password string
+	// CAFile is the PEM CA certificates that sign the registry's
+	// certificate (--schema-registry-ca-file); empty: the system's roots.
+	// CertFile and KeyFile are a PEM client certificate and its key, for a
+	// registry that requires mutual TLS (--schema-registry-cert-file,
+	// --schema-registry-key-file). Each needs an https:// URL.
+	CAFile, CertFile, KeyFile string
+}
+
+// tls is the TLS files of g, nil when it names none.
+func (g Registry) tls() *tlsfiles.Files {
+	if g.CAFile == "" && g.CertFile == "" && g.KeyFile == "" {
+		return nil
+	}
+	return &tlsfiles.Files{CAFile: g.CAFile, CertFile: g.CertFile, KeyFile: g.KeyFile}
+}
+
+// RegistryConfig is what registry.New needs of g, with the contracts docs.
+func (g Registry) RegistryConfig(docs registry.Documents, log *slog.Logger) registry.Config {
+	return registry.Config{URL: g.URL, User: g.User, Password: g.Password, TLS: g.tls(), Documents: docs, Logger: log}
 }
 
 // validateRegistry checks the registry's settings against the contracts'
@@ -33,8 +53,8 @@ type Registry struct {
 func (c Config) validateRegistry() error {
 	g := c.Contracts.Registry
 	if g.URL == "" {
-		if g.User != "" || g.Password != "" {
-			return bad("schema-registry", "--schema-registry-user and --schema-registry-password need --schema-registry URL")
+		if g.User != "" || g.Password != "" || g.tls() != nil {
+			return bad("schema-registry", "--schema-registry-user, --schema-registry-password and the --schema-registry-*-file TLS settings need --schema-registry URL")
 		}
 		return nil
 	}
@@ -44,6 +64,10 @@ func (c Config) validateRegistry() error {
 		return bad("schema-registry", "--schema-registry: put the credentials in --schema-registry-user and --schema-registry-password (or %s_FILE), not in the URL", envName("schema-registry-password"))
 	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
 		return bad("schema-registry", "--schema-registry %q: want the base URL of a Confluent-compatible API, http(s)://HOST:PORT[/PATH] (Apicurio's ends in /apis/ccompat/v7)", g.URL)
+	case g.tls() != nil && u.Scheme != "https":
+		return bad("schema-registry", "--schema-registry %q: the --schema-registry-*-file TLS settings need an https:// URL", g.URL)
+	case (g.CertFile == "") != (g.KeyFile == ""):
+		return bad("schema-registry-cert-file", "--schema-registry-cert-file and --schema-registry-key-file go together: give both or neither")
 	case (g.User == "") != (g.Password == ""):
 		return bad("schema-registry-user", "--schema-registry-user and --schema-registry-password (or %s_FILE) go together: give both or neither", envName("schema-registry-password"))
 	case c.Contracts.Dir == "":
@@ -61,7 +85,7 @@ func (c Contracts) registry(contracts sink.Contracts, log *slog.Logger) (sink.Re
 	if c.Registry.URL == "" || !ok {
 		return nil, nil // a nil interface, not a nil *registry.Registry in one
 	}
-	reg, err := registry.New(registry.Config{URL: c.Registry.URL, User: c.Registry.User, Password: c.Registry.Password, Documents: docs, Logger: log})
+	reg, err := registry.New(c.Registry.RegistryConfig(docs, log))
 	if err != nil {
 		return nil, bad("schema-registry", "--schema-registry: %v", err)
 	}

@@ -3,17 +3,17 @@ package sink
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"time"
 
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/sasl"
 	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/segmentio/kafka-go/sasl/scram"
+
+	"github.com/outbox-cdc/outbox-cdc/internal/tlsfiles"
 )
 
 // Security is how the writer reaches the brokers: over TLS, with SASL, both
@@ -24,40 +24,10 @@ type Security struct {
 }
 
 // TLSFiles names what a TLS connection to the brokers needs.
-type TLSFiles struct {
-	CAFile             string // PEM CA certificates; empty: the system's roots
-	CertFile, KeyFile  string // PEM client certificate and key; empty: none
-	ServerName         string // empty: each broker's host
-	InsecureSkipVerify bool
-}
+type TLSFiles = tlsfiles.Files
 
 // NewTLSConfig reads the files f names into a TLS client configuration.
-func NewTLSConfig(f TLSFiles) (*tls.Config, error) {
-	cfg := &tls.Config{
-		MinVersion:         tls.VersionTLS12,
-		ServerName:         f.ServerName,
-		InsecureSkipVerify: f.InsecureSkipVerify, //nolint:gosec // an explicit, documented testing flag
-	}
-	if f.CAFile != "" {
-		pem, err := os.ReadFile(f.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("read kafka CA file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("kafka CA file %s holds no PEM certificate", f.CAFile)
-		}
-		cfg.RootCAs = pool
-	}
-	if f.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(f.CertFile, f.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("load kafka client certificate %s and key %s: %w", f.CertFile, f.KeyFile, err)
-		}
-		cfg.Certificates = []tls.Certificate{cert}
-	}
-	return cfg, nil
-}
+func NewTLSConfig(f TLSFiles) (*tls.Config, error) { return f.Config("kafka") }
 
 // SASLMechanism names a SASL mechanism: "" (none), plain, scram-sha-256
 // or scram-sha-512.

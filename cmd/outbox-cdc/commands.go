@@ -19,7 +19,7 @@ import (
 // check runs `outbox-cdc check`: the Postgres items, then the Kafka ones;
 // with --offline, the configuration alone.
 func check(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, red redactor) int {
-	r, err := admin.Check(ctx, cfg.Relay, admin.Offline(cfg.Offline), admin.Transport(cfg.PostgresTransport(), cfg.KafkaTransport()))
+	r, err := admin.Check(ctx, cfg.Relay, admin.Offline(cfg.Offline), admin.Transport(cfg.PostgresTransport(), cfg.KafkaTransport(), cfg.RegistryTransport()))
 	if err != nil {
 		fmt.Fprintf(stderr, "outbox-cdc check: %s\n", red.oneLine(err))
 		return exitUsage
