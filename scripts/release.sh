@@ -65,7 +65,9 @@ archive() {
   build "$1" "$2" "$stage/$name/outbox-cdc"
   cp LICENSE NOTICE CHANGELOG.md README.md sql/*.sql "$stage/$name/"
   $GO run ./internal/tools/sbom -name "$name" -version "$VERSION" -o "$DIST/$name.spdx.json" "$stage/$name/outbox-cdc"
-  tar -C "$stage" --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$SOURCE_DATE_EPOCH" -cf - "$name" |
+  # Modes set here, not by the builder's umask: two builds of one commit
+  # are byte-identical.
+  tar -C "$stage" --sort=name --owner=0 --group=0 --numeric-owner --mode=u=rwX,go=rX --mtime="@$SOURCE_DATE_EPOCH" -cf - "$name" |
     gzip -n -9 >"$DIST/$name.tar.gz"
   rm -rf "$stage"
   echo "release: $DIST/$name.tar.gz"

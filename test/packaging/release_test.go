@@ -34,21 +34,22 @@ func TestReleaseArchives(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(root(t), "LICENSE")); err != nil || sha256Hex(b) != apache2SHA256 {
 		t.Errorf("LICENSE is not the Apache License 2.0 text, unmodified (%v)", err)
 	}
-	dist := t.TempDir()
 	const version = "v0.0.0-disttest"
-	cmd := exec.Command(filepath.Join(root(t), "scripts", "release.sh"), "dist")
-	cmd.Dir = root(t)
-	cmd.Env = append(os.Environ(), "VERSION="+version, "COMMIT=abc1234", "DIST="+dist, "PLATFORMS=linux/"+runtime.GOARCH)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("scripts/release.sh dist: %v\n%s", err, out)
-	}
+	// Two builds of one commit are byte-identical whatever the builder's
+	// umask: the archive's modes are the script's, not the umask's.
+	dist := releaseDist(t, version, "0002")
 	sums := exec.Command("sha256sum", "--check", "--strict", "SHA256SUMS")
 	sums.Dir = dist
 	if out, err := sums.CombinedOutput(); err != nil {
 		t.Errorf("sha256sum --check: %v\n%s", err, out)
 	}
-
 	name := "outbox-cdc_" + version + "_linux_" + runtime.GOARCH
+	again := releaseDist(t, version, "0077")
+	if a, b := fileSHA(t, filepath.Join(dist, name+".tar.gz")), fileSHA(t, filepath.Join(again, name+".tar.gz")); a != b {
+		t.Errorf("the archive built under umask 0002 (%s) differs from the one built under 0077 (%s)", a, b)
+	}
+	checkModes(t, filepath.Join(dist, name+".tar.gz"))
+
 	unpacked := t.TempDir()
 	files := untar(t, filepath.Join(dist, name+".tar.gz"), unpacked)
 	want := []string{"CHANGELOG.md", "LICENSE", "NOTICE", "README.md", "outbox-cdc", "outbox_emit.sql", "publication.sql"}
@@ -61,6 +62,61 @@ func TestReleaseArchives(t *testing.T) {
 		t.Errorf("--version: %q %v", v, err)
 	}
 	checkSBOM(t, filepath.Join(dist, name+".spdx.json"), bin, version)
+}
+
+// releaseDist runs make dist's script for this machine's platform under
+// umask and returns the folder it wrote.
+func releaseDist(t *testing.T, version, umask string) string {
+	t.Helper()
+	dist := t.TempDir()
+	cmd := exec.Command("sh", "-c", "umask "+umask+" && exec scripts/release.sh dist")
+	cmd.Dir = root(t)
+	cmd.Env = append(os.Environ(), "VERSION="+version, "COMMIT=abc1234", "DIST="+dist, "PLATFORMS=linux/"+runtime.GOARCH)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("scripts/release.sh dist (umask %s): %v\n%s", umask, err, out)
+	}
+	return dist
+}
+
+func fileSHA(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sha256Hex(b)
+}
+
+// checkModes: in the archive the binary and folders are 0755, every other
+// file 0644, all owned by root.
+func checkModes(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	gz, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(gz)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := int64(0o644)
+		if h.Typeflag == tar.TypeDir || filepath.Base(h.Name) == "outbox-cdc" {
+			want = 0o755
+		}
+		if h.Mode&0o7777 != want || h.Uid != 0 || h.Gid != 0 {
+			t.Errorf("%s: mode %04o uid %d gid %d, want %04o root", h.Name, h.Mode&0o7777, h.Uid, h.Gid, want)
+		}
+	}
 }
 
 func sha256Hex(b []byte) string {
