@@ -78,6 +78,7 @@ func OpenSnapshot(ctx context.Context, url, exported string) (*Snapshot, error) 
 	pc.RuntimeParams["extra_float_digits"] = "3"
 	pc.RuntimeParams["application_name"] = "outbox-cdc backfill"
 	pc.RuntimeParams["standard_conforming_strings"] = "on" // as CheckPredicate judged the predicate
+	pc.RuntimeParams["search_path"] = searchPath           // as CheckPredicate planned it
 	conn, err := pgx.ConnectConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("connect to postgres: %w", err)
