@@ -90,7 +90,7 @@ func CheckPredicate(ctx context.Context, conn *pgx.Conn, tb decode.Table, where 
 	err = tx.QueryRow(ctx, fmt.Sprintf("EXPLAIN (VERBOSE, FORMAT JSON) SELECT * FROM %s WHERE (%s)", quoted(tb), p.SQL()), pgx.QueryExecModeExec).Scan(&plan)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		return fail("%s", pgErr.Message)
+		return fail("%v", brief(err))
 	}
 	if err != nil {
 		return Predicate{}, fmt.Errorf("check --backfill-where: %w", err)
