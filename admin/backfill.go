@@ -13,7 +13,7 @@ import (
 )
 
 // checkBackfill is an item for each table with a backfill: its predicate
-// plans (reading the table alone, calling nothing volatile), its order can
+// plans (reading the table alone, calling only allowed built-ins), its order can
 // be followed on this server, and the role may read the table.
 func checkBackfill(ctx context.Context, cfg relay.Config) []checklist.Item {
 	target := cfg.Target()
@@ -47,7 +47,7 @@ func backfillItem(ctx context.Context, conn *pgx.Conn, tb decode.Table, spec bac
 	quoted := pgx.Identifier{tb.Schema, tb.Name}.Sanitize()
 	if _, err := backfill.CheckPredicate(ctx, conn, tb, spec.Where); err != nil {
 		return checklist.Item{Status: checklist.Fail, Detail: checklist.OneLine(err),
-			Fix: "correct --backfill-where: one boolean expression over the table's own columns, calling no volatile function"}
+			Fix: "correct --backfill-where: one boolean expression over the table's own columns, with only the functions, operators and casts the error lists"}
 	}
 	order, err := backfill.ChooseOrder(ctx, conn, tb, spec.Order)
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -17,24 +16,27 @@ import (
 )
 
 // Predicate is a --backfill-where that passed CheckPredicate: one boolean
-// expression over the outbox table's own columns, calling no volatile
-// function and reading no other relation. It is the only form in which a
-// predicate reaches a query (Snapshot.Count, Snapshot.Rows), always inside
-// parentheses, on the extended protocol (one statement per query), in a
-// read-only transaction, with the relay's role.
+// expression over the outbox table's own columns in the restricted grammar
+// of predicate.Restrict, calling only allowed built-ins. It is the only
+// form in which a predicate reaches a query (Snapshot.Count, Snapshot.Rows),
+// always inside parentheses, on the extended protocol (one statement per
+// query), in a read-only transaction, with the relay's role and search_path
+// pg_catalog (so each name it calls is the built-in the allow-list means).
 type Predicate = predicate.Expr
 
-// ParsePredicate judges where without a server (predicate.Parse): one
-// expression, no statement separator, no parameter, no subquery.
-// CheckPredicate goes on with what only the server can tell.
+// ParsePredicate judges where without a server (predicate.ParseRestricted):
+// one expression, no comment, over the table's columns, allowed functions,
+// operators and casts only. CheckPredicate goes on with what only the
+// server can tell.
 func ParsePredicate(where string) (Predicate, error) {
-	return predicate.Parse("--backfill-where", where)
+	return predicate.ParseRestricted("--backfill-where", where)
 }
 
 // withRowFilter is where narrowed to the rows filter (a --where, the
 // table's publication row filter) lets through, both in their rendered
 // forms (predicate.Expr.SQL: tokens alone, no comment), so that one cannot
-// reach into the other; where alone when filter is empty.
+// reach into the other; where alone when filter is empty. The filter runs
+// in the backfill's query too, so it is held to the same grammar.
 func withRowFilter(where, filter string) (string, error) {
 	if filter == "" {
 		return where, nil
@@ -47,18 +49,20 @@ func withRowFilter(where, filter string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if err := predicate.Restrict("--where", f); err != nil {
+		return "", err
+	}
 	return "(" + w.SQL() + ") AND (" + f.SQL() + ")", nil
 }
 
 // predicateTimeout bounds CheckPredicate's statements.
 const predicateTimeout = "30s"
 
-// CheckPredicate judges where for a backfill of tb: ParsePredicate, then in
-// a read-only transaction with a statement timeout it refuses a volatile
-// function or operator (nothing the predicate calls may change anything or
-// depend on when it runs), and has the server plan the backfill's SELECT:
-// the plan must read tb alone, without a subplan. A predicate that does not
-// parse or names what tb lacks is an error saying so.
+// CheckPredicate judges where for a backfill of tb: ParsePredicate, then,
+// in a read-only transaction with a statement timeout and the backfill's
+// search_path, it has the server plan the backfill's SELECT: the plan must
+// read tb alone, without a subplan. A predicate that does not parse or
+// names what tb lacks is an error saying so.
 func CheckPredicate(ctx context.Context, conn *pgx.Conn, tb decode.Table, where string) (Predicate, error) {
 	p, err := ParsePredicate(where)
 	if err != nil {
@@ -72,7 +76,7 @@ func CheckPredicate(ctx context.Context, conn *pgx.Conn, tb decode.Table, where 
 		return Predicate{}, fmt.Errorf("check --backfill-where: %w", err)
 	}
 	defer tx.Rollback(context.Background())
-	if _, err := tx.Exec(ctx, "SET LOCAL statement_timeout = '"+predicateTimeout+"'"); err != nil {
+	if _, err := tx.Exec(ctx, "SET LOCAL statement_timeout = '"+predicateTimeout+"'; SET LOCAL search_path = "+searchPath); err != nil {
 		return Predicate{}, fmt.Errorf("check --backfill-where: %w", err)
 	}
 	var scs string
@@ -82,18 +86,11 @@ func CheckPredicate(ctx context.Context, conn *pgx.Conn, tb decode.Table, where 
 	if scs != "on" {
 		return fail("standard_conforming_strings is off on this server, so string constants cannot be judged; turn it on (the default)")
 	}
-	volatile, err := volatileNames(ctx, tx, p)
-	if err != nil {
-		return Predicate{}, fmt.Errorf("check --backfill-where: %w", err)
-	}
-	if len(volatile) > 0 {
-		return fail("calls %s, which is volatile: the predicate may call only immutable and stable functions and operators", strings.Join(volatile, ", "))
-	}
 	var plan []byte
 	err = tx.QueryRow(ctx, fmt.Sprintf("EXPLAIN (VERBOSE, FORMAT JSON) SELECT * FROM %s WHERE (%s)", quoted(tb), p.SQL()), pgx.QueryExecModeExec).Scan(&plan)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		return fail("%s", strings.TrimSpace(pgErr.Message))
+		return fail("%v", brief(err))
 	}
 	if err != nil {
 		return Predicate{}, fmt.Errorf("check --backfill-where: %w", err)
@@ -104,20 +101,12 @@ func CheckPredicate(ctx context.Context, conn *pgx.Conn, tb decode.Table, where 
 	return p, nil
 }
 
-// volatileNames returns the functions and operators p uses of which some
-// definition (any schema, any argument types) is volatile.
-func volatileNames(ctx context.Context, tx pgx.Tx, p Predicate) ([]string, error) {
-	rows, err := tx.Query(ctx, `
-		SELECT DISTINCT p.proname || '()' FROM pg_proc p WHERE p.proname = ANY($1::text[]) AND p.provolatile = 'v'
-		UNION
-		SELECT DISTINCT 'operator ' || o.oprname FROM pg_operator o JOIN pg_proc p ON p.oid = o.oprcode
-		WHERE o.oprname = ANY($2::text[]) AND p.provolatile = 'v'
-		ORDER BY 1`, p.Funcs(), p.Ops())
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
-}
+// searchPath is the backfill's (CheckPredicate's, Snapshot's): pg_catalog
+// alone, so that the allow-list's names (lower, =, ::text) are the
+// built-ins, never a function or operator of the same name that a role
+// able to create one in a schema of the usual search_path (public) made to
+// match the arguments better. The table is always named with its schema.
+const searchPath = "pg_catalog"
 
 // planNode is what judgePlan reads of an EXPLAIN (FORMAT JSON) node.
 type planNode struct {

@@ -78,6 +78,7 @@ func OpenSnapshot(ctx context.Context, url, exported string) (*Snapshot, error) 
 	pc.RuntimeParams["extra_float_digits"] = "3"
 	pc.RuntimeParams["application_name"] = "outbox-cdc backfill"
 	pc.RuntimeParams["standard_conforming_strings"] = "on" // as CheckPredicate judged the predicate
+	pc.RuntimeParams["search_path"] = searchPath           // as CheckPredicate planned it
 	conn, err := pgx.ConnectConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("connect to postgres: %w", err)
@@ -178,7 +179,7 @@ func (s *Snapshot) Last(ctx context.Context, r *Read) (*Key, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read the last row of %s's backfill: %w", quoted(r.Table), err)
+		return nil, fmt.Errorf("read the last row of %s's backfill: %w", quoted(r.Table), brief(err))
 	}
 	return &Key{Values: values}, nil
 }
@@ -195,7 +196,7 @@ func (s *Snapshot) Count(ctx context.Context, r *Read) (int64, error) {
 	sql := fmt.Sprintf("SELECT count(*) FROM %s WHERE %s", quoted(r.Table), r.condition)
 	err := s.conn.QueryRow(ctx, sql, append([]any{pgx.QueryExecModeExec}, r.args...)...).Scan(&n)
 	if err != nil {
-		return 0, fmt.Errorf("count rows of %s where %s: %w", quoted(r.Table), r.Where.String(), err)
+		return 0, fmt.Errorf("count rows of %s where %s: %w", quoted(r.Table), r.Where.String(), brief(err))
 	}
 	return n, s.NoTimeout(ctx)
 }
@@ -234,7 +235,7 @@ func (s *Snapshot) Rows(ctx context.Context, r *Read, fn func(rel *pglogrepl.Rel
 		strings.Join(keys, ", "), quoted(r.Table), r.condition, strings.Join(order, ", "))
 	rows, err := s.conn.Query(ctx, sql, append([]any{pgx.QueryExecModeExec, pgx.QueryResultFormats{pgx.TextFormatCode}}, r.args...)...)
 	if err != nil {
-		return fmt.Errorf("read rows of %s: %w", quoted(r.Table), err)
+		return fmt.Errorf("read rows of %s: %w", quoted(r.Table), brief(err))
 	}
 	defer rows.Close()
 	var rel *pglogrepl.RelationMessage
@@ -261,7 +262,7 @@ func (s *Snapshot) Rows(ctx context.Context, r *Read, fn func(rel *pglogrepl.Rel
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read rows of %s: %w", quoted(r.Table), err)
+		return fmt.Errorf("read rows of %s: %w", quoted(r.Table), brief(err))
 	}
 	return nil
 }

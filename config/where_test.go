@@ -48,3 +48,23 @@ tables:
 		}
 	}
 }
+
+// TestBackfillWhereAllowList: a --backfill-where calling a function
+// outside the predicate allow-list is a usage error naming the flag and
+// the function, before anything connects.
+func TestBackfillWhereAllowList(t *testing.T) {
+	base := []string{"--postgres-url", "postgres://u@h/db", "--kafka-brokers", "k:9092"}
+	for _, tc := range []struct{ where, want string }{
+		{"table_to_xml('public.users'::regclass,true,false,'')::text like '%admin%'", "table_to_xml is not allowed"},
+		{"(database_to_xml(true,false,'')::text)::int = 1", "database_to_xml is not allowed"},
+	} {
+		_, err := Parse(CmdRun, append(base, "--backfill-where", tc.where), nil, io.Discard)
+		var ue *UsageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--backfill-where") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want a usage error naming --backfill-where and saying %q", tc.where, err, tc.want)
+		}
+	}
+	if _, err := Parse(CmdRun, append(base, "--backfill-where", "created_at > now() - interval '7 days'"), nil, io.Discard); err != nil {
+		t.Errorf("a predicate on the allow-list: %v", err)
+	}
+}

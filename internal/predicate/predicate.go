@@ -22,6 +22,7 @@ type Expr struct {
 	sql   string   // rendered from the tokens
 	funcs []string // names called as functions
 	ops   []string // operators used
+	toks  []token  // as Parse read them, which Restrict reads again
 }
 
 // String returns the expression as given.
@@ -92,6 +93,7 @@ func Parse(flag, where string) (Expr, error) {
 	if e.sql, err = render(toks); err != nil {
 		return fail("%v", err)
 	}
+	e.toks = toks
 	return e, nil
 }
 
