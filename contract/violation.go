@@ -36,7 +36,10 @@ type Violation struct {
 	// Missing says the event type has no contract, and
 	// UnknownDeadLetter refuses such events.
 	Missing bool
-	File    string // the contract, relative to the directory
+	// OverBudget says the payload was not validated: checking it could
+	// take more steps than its budget (see budgetFor).
+	OverBudget bool
+	File       string // the contract, relative to the directory
 	// InstanceLocation is the failing value's JSON Pointer in the payload
 	// ("" for the whole payload), each property name the contract does
 	// not name itself written "*" (see contractPointer); KeywordLocation
@@ -73,13 +76,17 @@ func (v *Violation) keyword() string {
 // MissingContract answers sink: the event type has no contract at all.
 func (v *Violation) MissingContract() bool { return v.Missing }
 
+// BudgetExceeded answers sink: the payload was not validated, its cost
+// over the budget.
+func (v *Violation) BudgetExceeded() bool { return v.OverBudget }
+
 // Location is where the payload failed, as a small JSON object with the
 // output formats' names: {"instanceLocation":"/amount",
 // "keywordLocation":"/properties/amount/type"}, and
 // "absoluteKeywordLocation" when a $ref led into another file. Empty for
-// a missing contract.
+// a missing contract and a payload over the budget.
 func (v *Violation) Location() string {
-	if v.Missing {
+	if v.Missing || v.OverBudget {
 		return ""
 	}
 	b, _ := json.Marshal(struct {
