@@ -3,6 +3,7 @@ package contract
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sort"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -43,6 +44,13 @@ func (s *Set) EventTypes() []string {
 	}
 	sort.Strings(types)
 	return types
+}
+
+// File returns the file of eventType's contract, relative to the
+// directory (slash-separated), and whether the type has a contract.
+func (s *Set) File(eventType string) (string, bool) {
+	c, ok := s.contracts[eventType]
+	return filepath.FromSlash(c.file), ok
 }
 
 // Document returns eventType's contract as its file held it when the Set
