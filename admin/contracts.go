@@ -3,6 +3,7 @@ package admin
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/outbox-cdc/outbox-cdc/contract"
@@ -46,7 +47,28 @@ func checkContracts(cfg relay.Config) []checklist.Item {
 	if c.Unknown == contract.UnknownDeadLetter {
 		unknown = refused + " (contract_missing)"
 	}
-	return []checklist.Item{{Name: "contracts", Status: checklist.OK,
+	items := []checklist.Item{{Name: "contracts", Status: checklist.OK,
 		Detail: fmt.Sprintf("%d compiled from %s (%s); payloads that fail are %s (contract_violation); event types without a contract are %s",
 			len(types), c.Dir, strings.Join(listed, ", "), refused, unknown)}}
+	return append(items, contractHazards(set, c.Dir, refused)...)
+}
+
+// contractHazards warns of each contract whose check can be costly: every
+// payload is held to a budget of steps, and one over it is refused
+// unchecked, so a hazard is a contract that may refuse valid payloads
+// (and spends up to the budget on each), not a stream that stalls.
+func contractHazards(set *contract.Set, dir, refused string) []checklist.Item {
+	hazards := set.Hazards()
+	var items []checklist.Item
+	for _, t := range set.EventTypes() {
+		why, ok := hazards[t]
+		if !ok {
+			continue
+		}
+		file, _ := set.File(t)
+		items = append(items, checklist.Item{Name: "contract " + filepath.Join(dir, file), Status: checklist.Warn,
+			Detail: fmt.Sprintf("%s: %s; a payload whose check would take over its budget of steps is %s unchecked (contract_budget_exceeded)", t, why, refused),
+			Fix:    "give the branches of anyOf/oneOf something that tells them apart before they recurse (a type, or a const property checked in an if/then), or flatten the combinators"})
+	}
+	return items
 }

@@ -1,11 +1,10 @@
 package contract
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sort"
-	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -47,6 +46,13 @@ func (s *Set) EventTypes() []string {
 	return types
 }
 
+// File returns the file of eventType's contract, relative to the
+// directory (slash-separated), and whether the type has a contract.
+func (s *Set) File(eventType string) (string, bool) {
+	c, ok := s.contracts[eventType]
+	return filepath.FromSlash(c.file), ok
+}
+
 // Document returns eventType's contract as its file held it when the Set
 // was loaded (what a schema registry is given: the very schema payloads
 // were checked against, even if the file changed since), and whether the
@@ -58,7 +64,8 @@ func (s *Set) Document(eventType string) ([]byte, bool) {
 
 // Validate returns nil when payload meets eventType's contract, or when the
 // type has none and unknown types are allowed; otherwise a *Violation that
-// says where the payload fails. The payload is read once, by the
+// says where the payload fails, or that checking it would cost more than
+// its budget (OverBudget), which the validator is then not asked to. The payload is read once, by the
 // contract's screen, when it passes; otherwise decoded once, here.
 func (s *Set) Validate(eventType string, payload []byte) error {
 	c, ok := s.contracts[eventType]
@@ -76,6 +83,10 @@ func (s *Set) Validate(eventType string, payload []byte) error {
 	if err != nil {
 		return &Violation{EventType: eventType, File: c.file, Err: err}
 	}
+	if budget := budgetFor(len(payload)); steps(c.schema, v, budget) > budget {
+		return &Violation{EventType: eventType, File: c.file, OverBudget: true,
+			Err: fmt.Errorf("not validated: checking this payload could take over %d steps, the budget of %d bytes (anyOf or oneOf under a recursive $ref can make the cost exponential in the payload's nesting; see outbox-cdc check)", budget, len(payload))}
+	}
 	err = c.schema.Validate(v)
 	if err == nil {
 		return nil
@@ -85,83 +96,4 @@ func (s *Set) Validate(eventType string, payload []byte) error {
 		return &Violation{EventType: eventType, File: c.file, Err: err}
 	}
 	return s.violation(eventType, c, verr)
-}
-
-// violation locates the first failure of verr: the deepest error along
-// its first causes, as the spec's detailed output lists it.
-func (s *Set) violation(eventType string, c contract, verr *jsonschema.ValidationError) *Violation {
-	u := verr.DetailedOutput()
-	for len(u.Errors) > 0 {
-		u = &u.Errors[0]
-	}
-	v := &Violation{EventType: eventType, File: c.file, InstanceLocation: u.InstanceLocation,
-		KeywordLocation: u.KeywordLocation, Err: errors.New("validation failed")}
-	if u.Error != nil {
-		v.Err = errors.New(u.Error.String())
-	}
-	// Where the keyword is when it lies in another file, through a $ref;
-	// relative to the directory when it is in it.
-	if abs := u.AbsoluteKeywordLocation; abs != "" && !strings.HasPrefix(abs, c.url+"#") {
-		v.AbsoluteKeywordLocation = strings.TrimPrefix(abs, s.base)
-	}
-	return v
-}
-
-// Violation is a payload its contract refuses, or an event type without a
-// contract (Missing). Its Location is short enough for a Kafka header.
-type Violation struct {
-	EventType string
-	// Missing says the event type has no contract, and
-	// UnknownDeadLetter refuses such events.
-	Missing bool
-	File    string // the contract, relative to the directory
-	// InstanceLocation is the failing value's JSON Pointer in the payload
-	// ("" for the whole payload); KeywordLocation the failing keyword's,
-	// from the contract's root through any $ref, as in JSON Schema's
-	// output formats: both empty when the payload is not JSON.
-	InstanceLocation, KeywordLocation string
-	// AbsoluteKeywordLocation is the failing keyword's own location when
-	// a $ref led into another file: file#pointer, the file relative to the
-	// directory (or its $id).
-	AbsoluteKeywordLocation string
-	Err                     error // what failed, for people
-}
-
-func (v *Violation) Error() string {
-	switch {
-	case v.Missing:
-		return v.Err.Error()
-	case v.KeywordLocation == "" && v.InstanceLocation == "":
-		return fmt.Sprintf("contract %s: %v", v.File, v.Err)
-	}
-	return fmt.Sprintf("contract %s: at %q (%s): %v", v.File, v.InstanceLocation, v.keyword(), v.Err)
-}
-
-func (v *Violation) Unwrap() error { return v.Err }
-
-func (v *Violation) keyword() string {
-	if v.AbsoluteKeywordLocation != "" {
-		return v.AbsoluteKeywordLocation
-	}
-	return "#" + v.KeywordLocation
-}
-
-// MissingContract answers sink: the event type has no contract at all.
-func (v *Violation) MissingContract() bool { return v.Missing }
-
-// Location is where the payload failed, as a small JSON object with the
-// output formats' names: {"instanceLocation":"/amount",
-// "keywordLocation":"/properties/amount/type"}, and
-// "absoluteKeywordLocation" when a $ref led into another file. Empty for
-// a missing contract.
-func (v *Violation) Location() string {
-	if v.Missing {
-		return ""
-	}
-	b, _ := json.Marshal(struct {
-		Instance string `json:"instanceLocation"`
-		Keyword  string `json:"keywordLocation"`
-		Absolute string `json:"absoluteKeywordLocation,omitempty"`
-	}{v.InstanceLocation, v.KeywordLocation, v.AbsoluteKeywordLocation})
-	return string(b)
 }

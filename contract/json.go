@@ -16,17 +16,21 @@ import (
 // built in one pass that need not check again, with plain strings taken as
 // they are and escaped or non-ASCII ones left to encoding/json.
 func decodeJSON(data []byte) (any, error) {
+	// The errors say where, by byte offset, and never quote the payload
+	// (they reach logs and dead letters' headers): encoding/json's own
+	// quote a character of it.
 	if !json.Valid(data) {
 		var v any
-		if err := json.Unmarshal(data, &v); err != nil {
-			return nil, fmt.Errorf("payload is not JSON: %w", err) // says where
+		var serr *json.SyntaxError
+		if err := json.Unmarshal(data, &v); errors.As(err, &serr) {
+			return nil, fmt.Errorf("payload is not JSON: syntax error at byte %d", serr.Offset)
 		}
 		return nil, errors.New("payload is not JSON")
 	}
-	p := parser{data: data}
+	p := parser{data: data, huge: -1}
 	v := p.value()
-	if p.huge != nil {
-		return nil, fmt.Errorf("payload number %.40s has an exponent beyond ±%d or more than %d digits, which outbox-cdc does not validate (math/big's time to read one grows with its size)", p.huge, maxExponent, maxDigits)
+	if p.huge >= 0 {
+		return nil, fmt.Errorf("payload has a number at byte %d with an exponent beyond ±%d or more than %d digits, which outbox-cdc does not validate (math/big's time to read one grows with its size)", p.huge, maxExponent, maxDigits)
 	}
 	return v, nil
 }
@@ -67,7 +71,7 @@ func hugeExponent(lit []byte) bool {
 type parser struct {
 	data []byte
 	i    int
-	huge []byte // a number with an exponent beyond maxExponent
+	huge int // the offset of a number with an exponent beyond maxExponent; -1: none
 }
 
 func (p *parser) space() {
@@ -178,8 +182,8 @@ func (p *parser) number() json.Number {
 		p.i++
 	}
 	lit := p.data[start:p.i]
-	if hugeExponent(lit) && p.huge == nil {
-		p.huge = lit
+	if hugeExponent(lit) && p.huge < 0 {
+		p.huge = start
 	}
 	return json.Number(lit)
 }

@@ -133,9 +133,10 @@ func compileError(err error) error {
 // loading is one Load's state.
 type loading struct {
 	dir, abs, base string
+	real           string            // abs with no symbolic link left in it
 	docs           map[string]any    // every *.json file, by path relative to abs
 	raw            map[string][]byte // docs' bytes as read, registered as they are (Set.Document)
-	unread         map[string]bool   // *.json files that are not JSON (a problem already)
+	unread         map[string]bool   // *.json files not read or not JSON (a problem already)
 	index          *index
 	indexName      string
 	problems       []Problem
@@ -158,7 +159,9 @@ func (l *loading) short(msg string) string {
 
 // read parses every *.json file below the directory, and the index. Hidden
 // files and directories (Kubernetes' ..data among them) are skipped; a
-// symbolic link to a file is read, one to a directory is not followed.
+// symbolic link is followed to a file inside the directory (as Kubernetes
+// links a ConfigMap's files through ..data), refused when it leads out of
+// it, and one to a directory is not walked.
 func (l *loading) read() error {
 	info, err := os.Stat(l.abs)
 	if err != nil {
@@ -167,12 +170,16 @@ func (l *loading) read() error {
 	if !info.IsDir() {
 		return fmt.Errorf("contracts directory %s is not a directory", l.dir)
 	}
+	if l.real, err = filepath.EvalSymlinks(l.abs); err != nil {
+		return fmt.Errorf("contracts directory: %w", err)
+	}
 	return filepath.WalkDir(l.abs, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return fmt.Errorf("read contracts directory: %w", err)
 		}
 		rel, _ := filepath.Rel(l.abs, p)
 		rel = filepath.ToSlash(rel)
+		index := slices.Contains(IndexNames, rel)
 		switch {
 		case rel == ".":
 			return nil
@@ -181,23 +188,28 @@ func (l *loading) read() error {
 				return filepath.SkipDir
 			}
 			return nil
-		case d.IsDir():
+		case d.IsDir(), !index && !strings.HasSuffix(rel, ".json"):
 			return nil
-		case !d.Type().IsRegular() && !regularTarget(p):
-			return nil
-		case slices.Contains(IndexNames, rel):
-			l.readIndex(p, rel)
-		case strings.HasSuffix(rel, ".json"):
-			l.readSchema(p, rel)
+		}
+		real, err := l.resolve(p, d)
+		switch {
+		case err != nil:
+			l.fail(rel, err)
+		case real == "":
+		case index:
+			l.readIndex(real, rel)
+		default:
+			l.readSchema(real, rel)
 		}
 		return nil
 	})
 }
 
 func (l *loading) readSchema(p, rel string) {
-	b, err := os.ReadFile(p)
+	b, err := readFile(p)
 	if err != nil {
 		l.fail(rel, err)
+		l.unread[rel] = true // an index naming it says no more
 		return
 	}
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
@@ -215,7 +227,7 @@ func (l *loading) readIndex(p, rel string) {
 		l.fail(rel, fmt.Errorf("a second index beside %s: keep one", l.indexName))
 		return
 	}
-	b, err := os.ReadFile(p)
+	b, err := readFile(p)
 	if err != nil {
 		l.fail(rel, err)
 		return
@@ -353,7 +365,7 @@ func fileURL(p string) string {
 	return (&neturl.URL{Scheme: "file", Path: filepath.ToSlash(p)}).String()
 }
 
-// regularTarget reports whether p, a symbolic link, leads to a file.
+// regularTarget reports whether p leads to a file.
 func regularTarget(p string) bool {
 	info, err := os.Stat(p)
 	return err == nil && info.Mode().IsRegular()

@@ -32,3 +32,19 @@ func TestContractViolationsBounded(t *testing.T) {
 		t.Errorf("violations under %q: %v, want 11", OtherTopic, got)
 	}
 }
+
+// TestContractOverBudgetCounted: payloads too costly to check are counted
+// by event type, apart from violations.
+func TestContractOverBudgetCounted(t *testing.T) {
+	m, err := New("test", prometheus.NewRegistry(), Live{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.ContractOverBudget("OrderPlaced")
+	if got := testutil.ToFloat64(m.overBudget.WithLabelValues("OrderPlaced")); got != 1 {
+		t.Errorf("OrderPlaced: %v over budget, want 1", got)
+	}
+	if n := testutil.CollectAndCount(m.violations); n != 0 {
+		t.Errorf("%d violation series, want none", n)
+	}
+}

@@ -41,6 +41,7 @@ type Metrics struct {
 	backfillTotal *prometheus.GaugeVec
 	backfillDone  *prometheus.GaugeVec
 	violations    *prometheus.CounterVec
+	overBudget    *prometheus.CounterVec
 	transactions  *prometheus.CounterVec // exactly-once's Kafka transactions, by outcome
 	commitTime    prometheus.Histogram
 
@@ -134,7 +135,7 @@ func register(reg prometheus.Registerer, collectors []prometheus.Collector) erro
 
 // collectors are the metrics m updates itself, in registration order.
 func (m *Metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.published, m.deadLettered, m.publishErrors, m.latency, m.batch, m.requests, m.records, m.sentBytes, m.reconnects, m.deleted, m.marked, m.resized, m.backfillTotal, m.backfillDone, m.violations, m.transactions, m.commitTime,
+	return []prometheus.Collector{m.published, m.deadLettered, m.publishErrors, m.latency, m.batch, m.requests, m.records, m.sentBytes, m.reconnects, m.deleted, m.marked, m.resized, m.backfillTotal, m.backfillDone, m.violations, m.overBudget, m.transactions, m.commitTime,
 		m.slotLag, m.slotRetained, m.slotSafe, m.slotActive, m.walStatus, m.slotReadAt}
 }
 
@@ -178,6 +179,8 @@ func (m *Metrics) newPipelineMetrics() {
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)})
 	m.violations = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "contract_violations_total",
 		Help: "Payloads their event type's contract (--contracts) refused, each dead-lettered with reason contract_violation, by event type (beyond the first 1000 types, under event_type=\"_other\")."}, []string{"event_type"})
+	m.overBudget = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "contract_budget_exceeded_total",
+		Help: "Payloads not checked against their event type's contract (--contracts) because checking them would take more steps than their budget (a contract whose anyOf or oneOf recurses), each dead-lettered with reason contract_budget_exceeded, by event type (as outbox_cdc_contract_violations_total's)."}, []string{"event_type"})
 }
 
 // newSlotMetrics builds the gauges set from each poll of
@@ -267,6 +270,11 @@ func (m *Metrics) PartitionsChanged(topic string) {
 // ContractViolated implements sink.Observer.
 func (m *Metrics) ContractViolated(eventType string) {
 	m.violations.WithLabelValues(m.eventTypes.value(eventType)).Inc()
+}
+
+// ContractOverBudget implements sink.Observer.
+func (m *Metrics) ContractOverBudget(eventType string) {
+	m.overBudget.WithLabelValues(m.eventTypes.value(eventType)).Inc()
 }
 
 // ProduceFailed implements sink.Observer.

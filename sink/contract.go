@@ -36,10 +36,18 @@ type refusal interface {
 	Location() string      // for HeaderContractError; empty: none
 }
 
+// overBudget is what a Contracts error may say when checking the payload
+// would cost more than its budget: ReasonContractBudget. A separate
+// interface, so that a Contracts without a budget need not answer.
+type overBudget interface {
+	BudgetExceeded() bool
+}
+
 // enforceContract dead-letters ev when its contract refuses it (or, without
 // a dead-letter topic, returns the permanent *Error) and reports refused;
-// a tombstone has no payload to check. A violation is counted by event
-// type once its dead letter is handed over, or once it stops the stream.
+// a tombstone has no payload to check. A violation, and a payload too
+// costly to check, is counted by event type once its dead letter is
+// handed over, or once it stops the stream.
 func (w *Writer) enforceContract(ctx context.Context, ev *decode.Event, topic string, token uint64) (refused bool, err error) {
 	if w.cfg.Contracts == nil || ev.Tombstone {
 		return false, nil
@@ -51,16 +59,24 @@ func (w *Writer) enforceContract(ctx context.Context, ev *decode.Event, topic st
 	perr := &Error{Topic: topic, Reason: ReasonContractViolation, Err: verr}
 	var extra []kafka.Header
 	var r refusal
-	if errors.As(verr, &r) {
-		if r.MissingContract() {
-			perr.Reason = ReasonContractMissing
-		} else if loc := r.Location(); loc != "" {
-			extra = []kafka.Header{{Key: HeaderContractError, Value: []byte(loc)}}
-		}
+	var ob overBudget
+	errors.As(verr, &r)
+	switch {
+	case errors.As(verr, &ob) && ob.BudgetExceeded():
+		perr.Reason = ReasonContractBudget
+	case r != nil && r.MissingContract():
+		perr.Reason = ReasonContractMissing
+	case r != nil && r.Location() != "":
+		extra = []kafka.Header{{Key: HeaderContractError, Value: []byte(r.Location())}}
 	}
 	err = w.deadLetterEvent(ctx, ev, topic, token, perr, extra...)
-	if perr.Reason == ReasonContractViolation && (err == nil || w.cfg.DeadLetterTopic == "") {
-		w.cfg.Observer.ContractViolated(ev.EventType)
+	if err == nil || w.cfg.DeadLetterTopic == "" {
+		switch perr.Reason {
+		case ReasonContractViolation:
+			w.cfg.Observer.ContractViolated(ev.EventType)
+		case ReasonContractBudget:
+			w.cfg.Observer.ContractOverBudget(ev.EventType)
+		}
 	}
 	return true, err
 }

@@ -13,12 +13,14 @@ import (
 // refusedPayload is what a contract says of a payload it refuses, as
 // contract.Violation does.
 type refusedPayload struct {
-	missing bool
-	loc     string
+	missing    bool
+	overBudget bool
+	loc        string
 }
 
 func (r *refusedPayload) Error() string         { return fmt.Sprintf("refused (missing %v)", r.missing) }
 func (r *refusedPayload) MissingContract() bool { return r.missing }
+func (r *refusedPayload) BudgetExceeded() bool  { return r.overBudget }
 func (r *refusedPayload) Location() string      { return r.loc }
 
 // byPayload is a Contracts that refuses the payloads it lists.
@@ -26,7 +28,8 @@ type byPayload map[string]error
 
 func (c byPayload) Validate(_ string, payload []byte) error { return c[string(payload)] }
 
-// violations counts ContractViolated by event type.
+// violations counts ContractViolated by event type, and
+// ContractOverBudget under "budget:" and the type.
 type violations struct {
 	nopObserver
 	mu sync.Mutex
@@ -39,15 +42,24 @@ func (v *violations) ContractViolated(eventType string) {
 	v.mu.Unlock()
 }
 
+func (v *violations) ContractOverBudget(eventType string) {
+	v.mu.Lock()
+	v.n["budget:"+eventType]++
+	v.mu.Unlock()
+}
+
 // TestContracts: what the contract refuses is dead-lettered with its
 // reason and, for a violation, the location header, and counted by event
-// type; a missing contract is not a violation; a tombstone is not checked;
-// without a dead-letter topic a refusal is a permanent error.
+// type; a missing contract is not a violation; a payload too costly to
+// check is dead-lettered with its own reason and counted apart, and the
+// stream goes on; a tombstone is not checked; without a dead-letter topic
+// a refusal is a permanent error.
 func TestContracts(t *testing.T) {
 	const loc = `{"instanceLocation":"/n","keywordLocation":"/properties/n/type"}`
 	contracts := byPayload{
 		"bad":     &refusedPayload{loc: loc},
 		"unknown": &refusedPayload{missing: true},
+		"costly":  &refusedPayload{overBudget: true},
 		"":        &refusedPayload{loc: "{}"}, // would refuse a tombstone, were it asked
 	}
 	for _, tc := range []struct {
@@ -56,10 +68,12 @@ func TestContracts(t *testing.T) {
 		reason        string // of the dead letter; "" published
 		header        string // HeaderContractError
 		counted       int
+		overBudget    int // counted as such
 	}{
 		{name: "valid", payload: "good"},
 		{name: "violation", payload: "bad", reason: ReasonContractViolation, header: loc, counted: 1},
 		{name: "no contract", payload: "unknown", reason: ReasonContractMissing},
+		{name: "over budget", payload: "costly", reason: ReasonContractBudget, overBudget: 1},
 		{name: "tombstone", tombstone: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -91,8 +105,8 @@ func TestContracts(t *testing.T) {
 			if reason, _ := headerOf(msgs[0].Headers, HeaderReason); reason != tc.reason || got != tc.header {
 				t.Errorf("record in %s: reason %q, %s %q; want %q, %q", into, reason, HeaderContractError, got, tc.reason, tc.header)
 			}
-			if obs.n["Order"] != tc.counted {
-				t.Errorf("%d violations counted, want %d", obs.n["Order"], tc.counted)
+			if obs.n["Order"] != tc.counted || obs.n["budget:Order"] != tc.overBudget {
+				t.Errorf("%d violations and %d over budget counted, want %d and %d", obs.n["Order"], obs.n["budget:Order"], tc.counted, tc.overBudget)
 			}
 		})
 	}
@@ -103,12 +117,16 @@ func TestContracts(t *testing.T) {
 func TestContractWithoutDeadLetterTopic(t *testing.T) {
 	topic, _ := ParseTopic("events")
 	obs := &violations{n: map[string]int{}}
-	w := NewWriter(Config{Brokers: []string{"127.0.0.1:1"}, Topic: topic, Contracts: byPayload{"bad": &refusedPayload{loc: "{}"}}, Observer: obs},
+	w := NewWriter(Config{Brokers: []string{"127.0.0.1:1"}, Topic: topic, Contracts: byPayload{"bad": &refusedPayload{loc: "{}"}, "costly": &refusedPayload{overBudget: true}}, Observer: obs},
 		func(uint64, string, error) {})
 	defer w.Close(context.Background())
 	err := w.Publish(context.Background(), &decode.Event{ID: "e", EventType: "Order", Payload: []byte("bad")}, 1)
 	var perr *Error
 	if !errors.As(err, &perr) || perr.Reason != ReasonContractViolation || perr.Retriable() || obs.n["Order"] != 1 {
 		t.Errorf("Publish: %v (counted %d); want a permanent %s, counted once", err, obs.n["Order"], ReasonContractViolation)
+	}
+	err = w.Publish(context.Background(), &decode.Event{ID: "e2", EventType: "Order", Payload: []byte("costly")}, 2)
+	if !errors.As(err, &perr) || perr.Reason != ReasonContractBudget || perr.Retriable() || obs.n["budget:Order"] != 1 {
+		t.Errorf("Publish: %v (counted %d); want a permanent %s, counted once", err, obs.n["budget:Order"], ReasonContractBudget)
 	}
 }

@@ -30,6 +30,10 @@ const (
 	ReasonContractViolation = "contract_violation"
 	// The event type has no contract, and --contracts-unknown=dead-letter.
 	ReasonContractMissing = "contract_missing"
+	// Checking the payload against its contract would take more steps
+	// than its budget (a contract whose anyOf or oneOf recurses can take
+	// time exponential in the payload's nesting): it was not validated.
+	ReasonContractBudget = "contract_budget_exceeded"
 	// The schema registry (--schema-registry) refused the event type's
 	// contract under the topic's subject: incompatible with its latest
 	// version, or invalid; HeaderRegistryError holds its answer.

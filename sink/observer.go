@@ -27,6 +27,10 @@ type Observer interface {
 	// ContractViolated reports one payload its event type's contract
 	// refused (Config.Contracts); the event is dead-lettered too.
 	ContractViolated(eventType string)
+	// ContractOverBudget reports one payload not checked against its
+	// event type's contract, the check's cost over its budget; the event
+	// is dead-lettered too (ReasonContractBudget).
+	ContractOverBudget(eventType string)
 }
 
 type nopObserver struct{}
@@ -38,6 +42,7 @@ func (nopObserver) Sent(int)                  {}
 func (nopObserver) ProduceFailed(string)      {}
 func (nopObserver) PartitionsChanged(string)  {}
 func (nopObserver) ContractViolated(string)   {}
+func (nopObserver) ContractOverBudget(string) {}
 
 // acked tells the observer about acknowledged events; dead letters are
 // counted when they are made.
