@@ -10,7 +10,7 @@ const (
 		"--reason and --from/--to or --offsets choose which. The topic is only read: nothing is consumed or removed."
 	dlqReplayHelp = "Publishes the chosen dead letters again (acks=all) to the topic each was meant for (its outbox_cdc.topic header), or to --to-topic, " +
 		"once their cause is fixed: in offset order per partition, with their key, value, timestamp and headers, but the headers that describe the failure " +
-		"(outbox_cdc.reason, .error, .table, .lsn, .topic, .partition, .column.*, .null, .truncated, .value_bytes). " +
+		"(outbox_cdc.reason, .error, .table, .lsn, .topic, .partition, .column.*, .null, .null_key, .truncated, .value_bytes); a dead letter of an event with a null key (outbox_cdc.null_key) is published with a null key again. " +
 		"A dead letter whose row named its partition (--column-partition, the outbox_cdc.partition header) goes to that partition; one the topic lacks fails. " +
 		"Skipped, and said why: a dead letter whose value was left out to fit the dead-letter topic, and one with no recorded topic " +
 		"(a row that did not decode) unless --to-topic is given. A dead letter that fails holds back the later ones of its key. " +

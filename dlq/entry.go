@@ -42,13 +42,13 @@ type Entry struct {
 // timestamp are published as the dead letter holds them.
 var StrippedHeaders = []string{sink.HeaderReason, sink.HeaderError, sink.HeaderTable, sink.HeaderLSN, sink.HeaderTopic,
 	sink.HeaderColumn + "*", sink.HeaderNull, sink.HeaderTruncated, sink.HeaderValueBytes, sink.HeaderContractError,
-	sink.HeaderPartition}
+	sink.HeaderPartition, sink.HeaderNullKey}
 
 // describesFailure reports whether a header is one of StrippedHeaders.
 func describesFailure(key string) bool {
 	switch key {
 	case sink.HeaderReason, sink.HeaderError, sink.HeaderTable, sink.HeaderLSN, sink.HeaderTopic,
-		sink.HeaderNull, sink.HeaderTruncated, sink.HeaderValueBytes, sink.HeaderContractError, sink.HeaderPartition:
+		sink.HeaderNull, sink.HeaderTruncated, sink.HeaderValueBytes, sink.HeaderContractError, sink.HeaderPartition, sink.HeaderNullKey:
 		return true
 	}
 	return strings.HasPrefix(key, sink.HeaderColumn)
@@ -86,6 +86,10 @@ func entryOf(p int32, r *kafka.Record, keepValue bool) (Entry, error) {
 			e.Truncated = v
 		case sink.HeaderPartition:
 			e.ColumnPartition = v
+		case sink.HeaderNullKey:
+			if v == "true" { // the event had a null key: the dead letter is keyed by its id
+				e.NullKey, e.Key, e.key = true, "", nil
+			}
 		case sink.HeaderValueBytes:
 			if n, err := strconv.Atoi(v); err == nil {
 				e.Size = n

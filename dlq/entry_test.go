@@ -72,6 +72,11 @@ func TestEntryNullKeyAndValue(t *testing.T) {
 	if !e.NullKey || e.key != nil || e.Size != 0 {
 		t.Errorf("null key and value: %+v", e)
 	}
+	// An event with a null key, dead-lettered keyed by its id.
+	e, _ = entryOf(0, record([]byte("e-9"), []byte("v"), "outbox_cdc.reason", "topic_missing", "outbox_cdc.null_key", "true", "id", "e-9"), true)
+	if m := e.message("t"); !e.NullKey || e.Key != "" || m.Key != nil || headerKeys(m) != "id" {
+		t.Errorf("null key kept by outbox_cdc.null_key: %+v, replayed key %q, headers %s", e, m.Key, headerKeys(m))
+	}
 	e, _ = entryOf(0, record([]byte{}, []byte("v")), false)
 	if e.NullKey || e.key == nil || e.value != nil || e.Size != 1 {
 		t.Errorf("empty key, value not kept: %+v", e)
