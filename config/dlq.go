@@ -10,11 +10,15 @@ const (
 		"--reason and --from/--to or --offsets choose which. The topic is only read: nothing is consumed or removed."
 	dlqReplayHelp = "Publishes the chosen dead letters again (acks=all) to the topic each was meant for (its outbox_cdc.topic header), or to --to-topic, " +
 		"once their cause is fixed: in offset order per partition, with their key, value, timestamp and headers, but the headers that describe the failure " +
-		"(outbox_cdc.reason, .error, .table, .lsn, .topic, .partition, .column.*, .null, .truncated, .value_bytes). " +
+		"(outbox_cdc.reason, .error, .table, .lsn, .topic, .partition, .column.*, .null, .null_key, .truncated, .value_bytes); a dead letter of an event with a null key (outbox_cdc.null_key) is published with a null key again. " +
 		"A dead letter whose row named its partition (--column-partition, the outbox_cdc.partition header) goes to that partition; one the topic lacks fails. " +
 		"Skipped, and said why: a dead letter whose value was left out to fit the dead-letter topic, and one with no recorded topic " +
 		"(a row that did not decode) unless --to-topic is given. A dead letter that fails holds back the later ones of its key. " +
 		"The dead letters stay in --dlq-topic, so replaying twice publishes twice (consumers deduplicating by the id header, as package inbox does, see each event once). " +
+		"Each dead letter's topic (or --to-topic) is admitted as run admits an event's, by run's settings (--topic-allow of the dead letter's table, --max-topics, " +
+		"and never --dlq-topic, --checkpoint-topic or a __ topic: give them as run has them, its --config file is enough): " +
+		"one run would refuse is skipped with run's reason (topic_not_allowed, topic_limit, invalid_topic). " +
+		"The topic is the relay's outbox_cdc.topic header; a dead letter holding two values of a header the relay writes (a row wrote one, before outbox-cdc kept rows from outbox_cdc.* headers) is skipped. " +
 		"Exit 1 if any failed."
 )
 
@@ -42,6 +46,10 @@ func (c Config) validateDLQ() error {
 		return usagef("--to %d: want an offset from --from (%d), or -1 for the end", s.Offsets.To, s.Offsets.From)
 	case len(s.Partitions) > 0 && s.Offsets != dlq.All:
 		return usagef("--offsets and --from/--to: give one or the other")
+	}
+	if c.Command == CmdDLQReplay {
+		_, err := c.Relay.Admission(nil) // as run's: its routes, --topic-allow, --max-topics
+		return err
 	}
 	return nil
 }

@@ -45,3 +45,34 @@ func TestDLQFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestDLQReplayTakesRunsAdmission: dlq replay reads run's settings that
+// admit a topic from its flags, variables and config file alike, and
+// refuses one that cannot work as run would.
+func TestDLQReplayTakesRunsAdmission(t *testing.T) {
+	base := []string{"--kafka-brokers", "k:1"}
+	c, err := Parse(CmdDLQReplay, append(base, "--topic-allow", `ev\..*`, "--max-topics", "3", "--topic", "ev.{aggregate_type}"),
+		[]string{"OUTBOX_CDC_CHECKPOINT_TOPIC=ckpt"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := c.Relay
+	if got := fmt.Sprintln(r.Defaults.Route.Allow, r.Topics.Max, r.Defaults.Route.Topic, r.Delivery.CheckpointTopic); got != "ev\\..* 3 ev.{aggregate_type} ckpt\n" {
+		t.Errorf("parsed %s", got)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--topic-allow", "("}, `--topic-allow "("`},
+		{[]string{"--max-topics", "-1"}, "--max-topics -1"},
+		{[]string{"--topic", "outbox.dlq"}, "is the dead-letter topic"},
+	} {
+		if _, err := Parse(CmdDLQReplay, append(append([]string{}, base...), tt.args...), nil, io.Discard); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("dlq replay %q: %v, want %q", tt.args, err, tt.want)
+		}
+	}
+	if _, err := Parse(CmdDLQList, append(base, "--topic-allow", "x"), nil, io.Discard); err == nil {
+		t.Error("dlq list took --topic-allow, which it has no use for")
+	}
+}

@@ -31,6 +31,9 @@ const (
 	gCheck                      // --offline
 	gDLQ                        // the dlq commands' --reason and offsets (config/dlq.go)
 	gReplay                     // dlq replay's --to-topic, --dry-run
+	// gAdmit are run's settings that admit a topic (sink.Admission):
+	// dlq replay takes them too, to admit each dead letter as run did.
+	gAdmit
 )
 
 // runGroups are run's flags; check, setup and status accept them all, so
@@ -45,7 +48,7 @@ var commandGroups = map[string]group{
 	CmdStatus: gOutput | runGroups,
 
 	CmdDLQList:   gDLQ | gOutput | gFile | gKafka | gLog,
-	CmdDLQReplay: gDLQ | gReplay | gOutput | gFile | gKafka | gLog,
+	CmdDLQReplay: gDLQ | gReplay | gAdmit | gOutput | gFile | gKafka | gLog,
 }
 
 // flags are every flag of every command, bound to one Config, and what
@@ -115,9 +118,9 @@ func kafkaFlags(f *flags, k *relay.Kafka) {
 }
 
 func topicFlags(f *flags, t *relay.Topics) {
-	f.integer(gRoute, &t.Max, "max-topics", "most distinct topics that events are routed to by their rows' values, counted from the process's start (fixed topics and the dead-letter topic are not counted); each is created when missing, and holds state in the relay and series in /metrics. An event for a further topic is dead-lettered (reason topic_limit), never dropped, while the topics in use keep working. 1000 by default: an outbox has a topic per aggregate type, usually tens, and a bug that puts user input in aggregate_type then stops at 1000 topics instead of flooding the cluster; 0: no cap")
+	f.integer(gRoute|gAdmit, &t.Max, "max-topics", "most distinct topics that events are routed to by their rows' values, counted from the process's start (fixed topics and the dead-letter topic are not counted); each is created when missing, and holds state in the relay and series in /metrics. An event for a further topic is dead-lettered (reason topic_limit), never dropped, while the topics in use keep working. 1000 by default: an outbox has a topic per aggregate type, usually tens, and a bug that puts user input in aggregate_type then stops at 1000 topics instead of flooding the cluster; 0: no cap")
 	f.value(gRoute, enum[relay.OnInvalid]{&t.OnInvalid}, "on-invalid", "a row that cannot be published (NULL or empty key, bad headers, too large, bad topic): dlq sends it to --dlq-topic and goes on; fail stops without confirming it")
-	f.str(gRoute|gDLQ, &t.DeadLetterTopic, "dlq-topic", "dead-letter topic: run sends it what --on-invalid=dlq refuses (the reason, table, LSN and columns travel in outbox_cdc.* headers); the dlq commands read it")
+	f.str(gRoute|gDLQ, &t.DeadLetterTopic, "dlq-topic", "dead-letter topic: run sends it what --on-invalid=dlq refuses (the reason, table, LSN and columns travel in outbox_cdc.* headers); the dlq commands read it. No event is ever routed to it (reason topic_not_allowed), whatever --topic and --topic-allow say, also with --on-invalid=fail")
 	f.boolean(gRoute, &t.Create, "create-topics", "create a missing topic (an event topic on first use, the dead-letter topic at start) through Kafka's admin API, with --topic-partitions, --topic-replication-factor and --topic-config, so brokers with auto.create.topics.enable=false work; one created meanwhile by another relay is fine. false: a missing topic waits --missing-topic-timeout, then its events are invalid")
 	f.boolean(gRoute, &t.AutoCreate, "kafka-auto-create-topics", "deprecated (outbox-cdc creates topics itself, see --create-topics): with --create-topics=false, ask the broker to create a missing topic with its defaults (the broker must allow it: auto.create.topics.enable)")
 }
@@ -212,7 +215,7 @@ func (f *flags) command(groups group) *flag.FlagSet {
 func deliveryFlags(f *flags, d *relay.Delivery) {
 	f.value(gStream, enum[relay.DeliveryMode]{&d.Mode}, "delivery", "at-least-once: an idempotent producer writes a retried batch once, but events published and not yet confirmed to Postgres are published again after a crash, so consumers drop duplicates by the id header; exactly-once: whole Postgres transactions go into Kafka transactions, each with a checkpoint record in --checkpoint-topic, and the slot is confirmed after the Kafka commit: a consumer with isolation.level=read_committed sees each event once, and each Postgres transaction's events all at once, across crashes and takeovers (docs/exactly-once.md)")
 	f.str(gStream, &d.TransactionalID, "transactional-id", "exactly-once: the Kafka transactional id; every instance of one slot must share it, so that the one holding the slot fences the one before it; empty: outbox-cdc.<system identifier>.<slot> (the Postgres cluster's, which its physical standbys share)")
-	f.str(gStream, &d.CheckpointTopic, "checkpoint-topic", "exactly-once: the compacted topic the relay creates and writes each Kafka transaction's last Postgres transaction to, one record key per slot; at start the relay skips what it holds")
+	f.str(gStream|gAdmit, &d.CheckpointTopic, "checkpoint-topic", "exactly-once: the compacted topic the relay creates and writes each Kafka transaction's last Postgres transaction to, one record key per slot; at start the relay skips what it holds. No event is ever routed to it (reason topic_not_allowed), in at-least-once delivery too: a later switch to exactly-once reads what it holds")
 	f.integer(gStream, &d.CheckpointReplicationFactor, "checkpoint-replication-factor", "exactly-once: replication factor of --checkpoint-topic when the relay creates it (min.insync.replicas one less, at least 1); 0: the broker's default")
 	f.duration(gStream, &d.TransactionInterval, "transaction-interval", "exactly-once: how long a Kafka transaction gathers whole Postgres transactions before it commits; each commit pauses publishing for the round trips of the last acks, the checkpoint record and EndTxn, so lower means less latency and more pauses (produce requests leave no more often than this: --batch-timeout is raised to it). Measured at 1,000 single-row tx/s (one round, docs/exactly-once.md): 10ms p50/p99 12/62 ms and 3.9 times the broker CPU per event; 15ms 13/31 ms; 25ms 19/33 ms (at-least-once: 5/10 ms); a 100,000-event backlog drained at 89k events/s with 10ms, 120k with 15ms, 142k with 25ms (at-least-once 152k). A Postgres transaction that takes longer keeps its Kafka transaction open until its commit")
 	f.duration(gStream, &d.TransactionTimeout, "transaction-timeout", "exactly-once: the broker aborts a Kafka transaction open longer, and fences the relay (it restarts from its checkpoint); raise it for Postgres transactions that take longer to stream; at most the brokers' transaction.max.timeout.ms (15m by default)")

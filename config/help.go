@@ -24,6 +24,7 @@ var helpGroups = []struct {
 	title string
 }{
 	{gSetup, "Setup"}, {gOutput, "Output"}, {gCheck, "Check"}, {gDLQ, "Dead letters"}, {gReplay, "Replay"},
+	{gAdmit, "Admission: run's settings, by which a replay admits each dead letter's topic as run did (the run's --config file gives them all)"},
 	{gFile, "Configuration file"}, {gPostgres, "Postgres"}, {gSlot, "Slot and tables"},
 	{gColumns, "Columns (each table's default; a table of --config may have its own)"},
 	{gKafka, "Kafka"}, {gRoute, "Routing and topics (--topic to --topic-config: each table's default)"},

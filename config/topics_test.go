@@ -51,3 +51,35 @@ func TestTopicAllowAndMaxTopics(t *testing.T) {
 		}
 	}
 }
+
+// TestFixedTopicIsNotReserved: a fixed --topic (of messages, or of a
+// table of the config file) that is the dead-letter topic, the
+// checkpoint topic (in either delivery mode) or one of Kafka's __ topics
+// is a usage error naming --topic: every event of it would be refused.
+func TestFixedTopicIsNotReserved(t *testing.T) {
+	base := []string{"--postgres-url", "postgres://x", "--kafka-brokers", "k:1", "--table", "public.outbox"}
+	path := filepath.Join(t.TempDir(), "tables.yaml")
+	if err := os.WriteFile(path, []byte("tables:\n  - table: billing.outbox\n    topic: app.dlq\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--topic", "outbox.dlq"}, "--topic outbox.dlq (table public.outbox): topic outbox.dlq is the dead-letter topic"},
+		{[]string{"--topic", "outbox.dlq", "--on-invalid", "fail"}, "is the dead-letter topic"},
+		{[]string{"--topic", "outbox_cdc.checkpoints"}, "is the checkpoint topic"},
+		{[]string{"--topic", "ckpt", "--checkpoint-topic", "ckpt", "--delivery", "exactly-once"}, "--checkpoint-topic ckpt is also --topic"},
+		{[]string{"--topic", "__consumer_offsets"}, "begins with __"},
+		{[]string{"--config", path, "--dlq-topic", "app.dlq"}, "--topic app.dlq (table billing.outbox): topic app.dlq is the dead-letter topic"},
+	} {
+		_, err := Parse(CmdRun, append(base, tt.args...), nil, io.Discard)
+		var ue *UsageError
+		if !errors.As(err, &ue) || ue.Field != "topic" && ue.Field != "checkpoint-topic" || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Parse(%q) = %v, want a usage error containing %q", tt.args, err, tt.want)
+		}
+	}
+	if _, err := Parse(CmdRun, append(base, "--topic", "outbox.dlq.v2"), nil, io.Discard); err != nil {
+		t.Errorf("a fixed topic of its own: %v", err)
+	}
+}

@@ -5,10 +5,12 @@
 // text or JSON. The dead-letter topic is only read, never consumed as a
 // group or trimmed: a dead letter stays there after its replay.
 //
-// A dead letter is published again as sink wrote it: an event that had a
-// null key (--null-key=allow) was dead-lettered keyed by its id, and is
-// replayed so. One whose row named its partition (--column-partition, the
-// outbox_cdc.partition header) goes to that partition, else to its key's;
-// a partition its topic does not have fails it, and it is never sent to
-// another.
+// A dead letter is published again as its event would have been: an
+// event that had a null key (--null-key=allow, or a table without a key
+// column) was dead-lettered keyed by its id, with the outbox_cdc.null_key
+// header, and is replayed with a null key (one dead-lettered before that
+// header existed is replayed keyed by its id). One whose row named its
+// partition (--column-partition, the outbox_cdc.partition header) goes to
+// that partition, else to its key's; a partition its topic does not have
+// fails it, and it is never sent to another.
 package dlq

@@ -31,6 +31,7 @@ type Entry struct {
 	// (outbox_cdc.partition, as its text): a replay sends it there, or
 	// fails it; empty: the key's partition.
 	ColumnPartition string `json:"column_partition,omitempty"`
+	Conflict        string `json:"conflict,omitempty"`
 
 	key, value []byte // as read; value only while replaying
 	headers    []kafka.Header
@@ -42,13 +43,13 @@ type Entry struct {
 // timestamp are published as the dead letter holds them.
 var StrippedHeaders = []string{sink.HeaderReason, sink.HeaderError, sink.HeaderTable, sink.HeaderLSN, sink.HeaderTopic,
 	sink.HeaderColumn + "*", sink.HeaderNull, sink.HeaderTruncated, sink.HeaderValueBytes, sink.HeaderContractError,
-	sink.HeaderPartition}
+	sink.HeaderPartition, sink.HeaderNullKey}
 
 // describesFailure reports whether a header is one of StrippedHeaders.
 func describesFailure(key string) bool {
 	switch key {
 	case sink.HeaderReason, sink.HeaderError, sink.HeaderTable, sink.HeaderLSN, sink.HeaderTopic,
-		sink.HeaderNull, sink.HeaderTruncated, sink.HeaderValueBytes, sink.HeaderContractError, sink.HeaderPartition:
+		sink.HeaderNull, sink.HeaderTruncated, sink.HeaderValueBytes, sink.HeaderContractError, sink.HeaderPartition, sink.HeaderNullKey:
 		return true
 	}
 	return strings.HasPrefix(key, sink.HeaderColumn)
@@ -69,8 +70,18 @@ func entryOf(p int32, r *kafka.Record, keepValue bool) (Entry, error) {
 	if keepValue {
 		e.value = value
 	}
+	seen := map[string]string{}
 	for _, h := range e.headers {
 		v := string(h.Value)
+		if first, ok := seen[h.Key]; ok {
+			// The relay writes its own headers before the row's: the first
+			// is the relay's. withoutValue may repeat value_bytes.
+			if first != v && e.Conflict == "" && h.Key != sink.HeaderValueBytes && strings.HasPrefix(h.Key, "outbox_cdc.") {
+				e.Conflict = h.Key
+			}
+			continue
+		}
+		seen[h.Key] = v
 		switch h.Key {
 		case sink.HeaderReason:
 			e.Reason = v
@@ -86,6 +97,10 @@ func entryOf(p int32, r *kafka.Record, keepValue bool) (Entry, error) {
 			e.Truncated = v
 		case sink.HeaderPartition:
 			e.ColumnPartition = v
+		case sink.HeaderNullKey:
+			if v == "true" { // the event had a null key: the dead letter is keyed by its id
+				e.NullKey, e.Key, e.key = true, "", nil
+			}
 		case sink.HeaderValueBytes:
 			if n, err := strconv.Atoi(v); err == nil {
 				e.Size = n
@@ -105,6 +120,8 @@ func (e Entry) unreplayable(toTopic string) string {
 		return "not a dead letter outbox-cdc wrote (no " + sink.HeaderReason + " header)"
 	case strings.Contains(e.Truncated, "value"):
 		return fmt.Sprintf("its value (%d bytes) was left out to fit the dead-letter topic; publish the row again from the outbox table", e.Size)
+	case e.Conflict != "":
+		return fmt.Sprintf("its headers hold two values of %s, the relay's and one its row wrote to steer the replay (before outbox-cdc kept rows from outbox_cdc.* headers); check the row and publish it again from the outbox table", e.Conflict)
 	case e.Topic == "" && toTopic == "":
 		return "the topic it was meant for is not recorded (a row that did not decode into an event has none); give --to-topic"
 	case (e.Reason == sink.ReasonPartitionOutOfRange || e.Reason == sink.ReasonInvalidPartition) && e.ColumnPartition == "":

@@ -72,6 +72,11 @@ func TestEntryNullKeyAndValue(t *testing.T) {
 	if !e.NullKey || e.key != nil || e.Size != 0 {
 		t.Errorf("null key and value: %+v", e)
 	}
+	// An event with a null key, dead-lettered keyed by its id.
+	e, _ = entryOf(0, record([]byte("e-9"), []byte("v"), "outbox_cdc.reason", "topic_missing", "outbox_cdc.null_key", "true", "id", "e-9"), true)
+	if m := e.message("t"); !e.NullKey || e.Key != "" || m.Key != nil || headerKeys(m) != "id" {
+		t.Errorf("null key kept by outbox_cdc.null_key: %+v, replayed key %q, headers %s", e, m.Key, headerKeys(m))
+	}
 	e, _ = entryOf(0, record([]byte{}, []byte("v")), false)
 	if e.NullKey || e.key == nil || e.value != nil || e.Size != 1 {
 		t.Errorf("empty key, value not kept: %+v", e)
@@ -97,6 +102,38 @@ func TestUnreplayable(t *testing.T) {
 		got := tt.e.unreplayable(tt.toTopic)
 		if tt.want == "" && got != "" || !strings.Contains(got, tt.want) {
 			t.Errorf("%+v to %q: %q, want %q", tt.e, tt.toTopic, got, tt.want)
+		}
+	}
+}
+
+// TestEntryTakesTheRelaysHeaders: the relay writes its own headers before
+// the row's, so the first of each is the relay's; a row that repeated one
+// with another value (as versions before rows were kept from outbox_cdc.*
+// headers let it) makes the dead letter unreplayable, saying which.
+func TestEntryTakesTheRelaysHeaders(t *testing.T) {
+	for _, tt := range []struct {
+		headers  []string
+		topic    string
+		size     int
+		conflict string
+	}{
+		{[]string{"outbox_cdc.topic", "orders", "outbox_cdc.topic", "payments.commands"}, "orders", 2, "outbox_cdc.topic"},
+		{[]string{"outbox_cdc.topic", "orders", "outbox_cdc.topic", "orders"}, "orders", 2, ""},
+		{[]string{"outbox_cdc.topic", "orders", "outbox_cdc.table", "a", "outbox_cdc.table", "b"}, "orders", 2, "outbox_cdc.table"},
+		{[]string{"outbox_cdc.topic", "orders", "outbox_cdc.null_key", "true", "outbox_cdc.null_key", "false"}, "orders", 2, "outbox_cdc.null_key"},
+		// A dead letter sent again without its value gains a second
+		// value_bytes (0): the first is the value's size.
+		{[]string{"outbox_cdc.topic", "orders", "outbox_cdc.value_bytes", "9000", "outbox_cdc.value_bytes", "0"}, "orders", 9000, ""},
+		{[]string{"id", "e-1", "id", "e-2", "outbox_cdc.topic", "orders"}, "orders", 2, ""},
+	} {
+		e, err := entryOf(0, record([]byte("k"), []byte("{}"), append([]string{"outbox_cdc.reason", "message_too_large"}, tt.headers...)...), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		why := e.unreplayable("")
+		if e.Topic != tt.topic || e.Size != tt.size || e.Conflict != tt.conflict || (why != "") != (tt.conflict != "") ||
+			tt.conflict != "" && !strings.Contains(why, "two values of "+tt.conflict) {
+			t.Errorf("%q: topic %q, size %d, conflict %q, unreplayable %q; want %q, %d, %q", tt.headers, e.Topic, e.Size, e.Conflict, why, tt.topic, tt.size, tt.conflict)
 		}
 	}
 }

@@ -15,9 +15,10 @@ import (
 
 // Config says where the dead-letter topic is and how to reach its brokers.
 type Config struct {
-	Brokers  []string
-	Security sink.Security
-	Topic    string // the dead-letter topic (--dlq-topic)
+	Brokers   []string
+	Security  sink.Security
+	Topic     string // the dead-letter topic (--dlq-topic)
+	Admission sink.Admission
 }
 
 // fetchBytes bounds one fetch: a replay holds at most this much (or one

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/outbox-cdc/outbox-cdc/sink"
 )
 
 // Options say where and whether a replay publishes.
@@ -27,9 +29,10 @@ const (
 // Outcome is what a replay did with one selected dead letter.
 type Outcome struct {
 	Entry
-	To     string `json:"to,omitempty"` // the topic it was (or would be) published to
-	Action string `json:"action"`
-	Why    string `json:"why,omitempty"`
+	To      string `json:"to,omitempty"` // the topic it was (or would be) published to
+	Action  string `json:"action"`
+	Why     string `json:"why,omitempty"`
+	Refused string `json:"refused,omitempty"`
 }
 
 // Report says what a replay did: per topic how many were replayed, and the
@@ -60,7 +63,10 @@ const (
 // (the brokers unreachable, ctx ended); the report says what it did so far.
 func Replay(ctx context.Context, cfg Config, sel Selection, opts Options) (*Report, error) {
 	tr := cfg.transport()
-	rp := &replay{Report: Report{DryRun: opts.DryRun, Replayed: map[string]int{}}, opts: opts,
+	if cfg.Admission.Reserved.DeadLetter == "" {
+		cfg.Admission.Reserved.DeadLetter = cfg.Topic
+	}
+	rp := &replay{Report: Report{DryRun: opts.DryRun, Replayed: map[string]int{}}, opts: opts, admission: cfg.Admission,
 		client: cfg.client(tr), topics: map[string]topicState{}, failedKeys: map[string]bool{}}
 	if !opts.DryRun {
 		rp.w = &kafka.Writer{Addr: kafka.TCP(cfg.Brokers...), Transport: tr, Balancer: byColumn{key: &kafka.Murmur2Balancer{}},
@@ -75,6 +81,7 @@ func Replay(ctx context.Context, cfg Config, sel Selection, opts Options) (*Repo
 type replay struct {
 	Report
 	opts       Options
+	admission  sink.Admission
 	client     *kafka.Client
 	w          *kafka.Writer
 	topics     map[string]topicState // as the broker answered, once per topic
@@ -124,6 +131,12 @@ func (rp *replay) plan(ctx context.Context, e Entry) (Outcome, error) {
 	}
 	if why := e.unreplayable(rp.opts.ToTopic); why != "" {
 		o.To, o.Action, o.Why = "", Skipped, why
+		return o, nil
+	}
+	// As run would have admitted it, by its table's route: a replay puts
+	// nothing where run would not have, --to-topic included.
+	if perr := rp.admission.Admit(e.Table, o.To); perr != nil {
+		o.Action, o.Refused, o.Why = Skipped, perr.Reason, perr.Reason+": "+perr.Err.Error()
 		return o, nil
 	}
 	if !e.NullKey && rp.failedKeys[e.Key] {

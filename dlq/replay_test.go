@@ -237,3 +237,55 @@ func alter(ctx context.Context, t *testing.T, brokers []string, topic, name, val
 		t.Fatalf("alter %s %s=%s: %v", topic, name, value, err)
 	}
 }
+
+// TestReplayKeepsNullKey: an event with a null key (--null-key=allow, or
+// a table without a key column) is dead-lettered keyed by its id, and a
+// replay publishes it with a null key again, as run would have: not with
+// a key its consumers never saw, on a partition that key picks.
+func TestReplayKeepsNullKey(t *testing.T) {
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "dlq"), kfake.SeedTopics(3, "ev.order"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	brokers := cluster.ListenAddrs()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	route, _ := sink.ParseTopic("ev.{aggregate_type}")
+	if route, err = route.Allow(`ev\.order`); err != nil {
+		t.Fatal(err)
+	}
+	fates := make(chan string, 2)
+	w := sink.NewWriter(sink.Config{Brokers: brokers, Topic: route, DeadLetterTopic: "dlq", MissingTopicTimeout: 10 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, func(_ uint64, reason string, err error) { fates <- fmt.Sprint(reason, err) })
+	for i, key := range []string{"", "k"} { // refused: the allow-list has no ev.payment
+		ev := &decode.Event{ID: fmt.Sprintf("e-%d", i), AggregateType: "payment", AggregateID: key, EventType: "paid", Payload: []byte(`{}`), Table: "public.outbox"}
+		if err := w.Publish(ctx, ev, uint64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if f := <-fates; f != sink.ReasonTopicNotAllowed+"<nil>" {
+			t.Fatalf("fate %s, want dead-lettered as %s", f, sink.ReasonTopicNotAllowed)
+		}
+	}
+	cfg := Config{Brokers: brokers, Topic: "dlq"}
+	rep, err := Replay(ctx, cfg, Everything, Options{ToTopic: "ev.order"})
+	if err != nil || rep.Replayed["ev.order"] != 2 {
+		t.Fatalf("replay: %+v, %v", rep, err)
+	}
+	keys := map[string]string{}
+	for _, m := range readTopic(ctx, t, brokers, "ev.order") {
+		id, _ := headerOf(m, "id")
+		keys[id] = fmt.Sprintf("%q", m.Key)
+		if m.Key == nil {
+			keys[id] = "null"
+		}
+	}
+	if fmt.Sprint(keys) != `map[e-0:null e-1:"k"]` {
+		t.Errorf("replayed keys by id %v, want e-0 with a null key and e-1 with k", keys)
+	}
+}

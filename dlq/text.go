@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"unicode"
 
 	"github.com/outbox-cdc/outbox-cdc/internal/units"
 )
@@ -21,7 +22,7 @@ func WriteList(w io.Writer, topic string, entries []Entry) {
 	}
 	var counts []string
 	for _, r := range slices.Sorted(maps.Keys(reasons)) {
-		counts = append(counts, fmt.Sprintf("%s %d", orNone(r), reasons[r]))
+		counts = append(counts, fmt.Sprintf("%s %d", cell(r), reasons[r]))
 	}
 	fmt.Fprintf(w, "dead-letter topic %s: %d dead letters chosen", topic, len(entries))
 	if len(counts) > 0 {
@@ -38,7 +39,7 @@ func WriteList(w io.Writer, topic string, entries []Entry) {
 		if strings.Contains(e.Truncated, "value") {
 			size += ", value left out"
 		}
-		fmt.Fprintf(tw, "%d/%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Partition, e.Offset, orNone(e.Reason), orNone(e.Topic), orNone(e.Table), orNone(e.ID), key(e), size)
+		fmt.Fprintf(tw, "%d/%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Partition, e.Offset, cell(e.Reason), cell(e.Topic), cell(e.Table), cell(e.ID), key(e), size)
 	}
 	tw.Flush()
 }
@@ -56,7 +57,7 @@ func (rep *Report) WriteText(w io.Writer) {
 	}
 	total := 0
 	for _, topic := range slices.Sorted(maps.Keys(rep.Replayed)) {
-		fmt.Fprintf(w, "%s %d to %s\n", verb, rep.Replayed[topic], topic)
+		fmt.Fprintf(w, "%s %d to %s\n", verb, rep.Replayed[topic], cell(topic))
 		total += rep.Replayed[topic]
 	}
 	for _, what := range []struct {
@@ -78,17 +79,36 @@ func (rep *Report) WriteText(w io.Writer) {
 			}
 			to := ""
 			if o.To != "" {
-				to = " to " + o.To
+				to = " to " + cell(o.To)
 			}
-			fmt.Fprintf(w, "  %d/%d (%s, id %s)%s: %s\n", o.Partition, o.Offset, orNone(o.Reason), orNone(o.ID), to, o.Why)
+			fmt.Fprintf(w, "  %d/%d (%s, id %s)%s: %s\n", o.Partition, o.Offset, cell(o.Reason), cell(o.ID), to, sentence(o.Why))
 		}
 	}
 	fmt.Fprintf(w, "%d %s, %d skipped, %d failed\n", total, verb, rep.Skipped, rep.Failed)
 }
 
-func orNone(s string) string {
+// cell is a value a dead letter's headers or key hold, as a table cell
+// or a word of a line: "-" when empty, quoted (strconv.Quote) when it
+// holds a space, a quote or anything a terminal would act on instead of
+// print (a line break, an ANSI escape, a tab, a right-to-left override),
+// as it is otherwise. These values come from rows, and an operator reads
+// them in a terminal: quoted, one dead letter stays one line and cannot
+// recolour or clear the screen.
+func cell(s string) string {
 	if s == "" {
 		return "-"
+	}
+	if q := strconv.Quote(s); q[1:len(q)-1] != s || strings.ContainsAny(s, " ") {
+		return q
+	}
+	return s
+}
+
+// sentence is a line of text that may quote row values (an outcome's
+// why): as it is when every character is printable, else quoted whole.
+func sentence(s string) string {
+	if strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		return strconv.Quote(s)
 	}
 	return s
 }
@@ -101,8 +121,8 @@ func key(e Entry) string {
 	if len(k) > 40 {
 		k = k[:40] + "…"
 	}
-	if q := strconv.Quote(k); q[1:len(q)-1] != k || k == "" || strings.ContainsAny(k, " \t") {
-		return q
+	if k == "" {
+		return `""`
 	}
-	return k
+	return cell(k)
 }

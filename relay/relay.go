@@ -20,8 +20,7 @@ import (
 type Relay struct {
 	cfg      Config
 	target   slot.Target
-	topics   map[string]sink.Topic // by table
-	topic    sink.Topic            // of events from logical decoding messages
+	admit    sink.Admission // each table's route, the messages', the reserved topics
 	security sink.Security
 	contract sink.Contracts // the payload contracts; nil: not checked
 	registry sink.Registry  // frames values with the contracts' schema ids; nil: none
@@ -70,15 +69,11 @@ func New(cfg Config, opts ...Option) (*Relay, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Relay{cfg: cfg, target: cfg.Target(), log: o.log, topics: map[string]sink.Topic{}, version: o.version}
-	limit := sink.NewTopicLimit(cfg.Topics.Max, o.log) // one for every session and the backfill
-	for _, t := range cfg.Tables {
-		topic, _ := t.Route.topic() // Validate parsed it
-		r.topics[t.Qualified()] = topic.WithSpec(t.Route.Spec).Limit(limit)
-	}
-	topic, _ := cfg.Defaults.Route.topic()
-	r.topic = topic.Limit(limit)
+	r := &Relay{cfg: cfg, target: cfg.Target(), log: o.log, version: o.version}
 	var err error
+	if r.admit, err = cfg.Admission(o.log); err != nil { // one cap for every session and the backfill
+		return nil, err
+	}
 	if r.security, err = cfg.Security(); err != nil {
 		return nil, err
 	}

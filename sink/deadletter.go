@@ -31,6 +31,11 @@ const (
 	// (--column-partition), as its text, only when it named one: a replay
 	// (package dlq) sends the event there, not to its key's partition.
 	HeaderPartition = "outbox_cdc.partition"
+	// HeaderNullKey ("true") says the event had a null key: its dead
+	// letter is keyed by its id instead (a record of the dead-letter topic
+	// keyed by nothing would land anywhere), and a replay (package dlq)
+	// publishes it with a null key again.
+	HeaderNullKey = "outbox_cdc.null_key"
 )
 
 // DeadLetterRow dead-letters a row that did not decode into an event, under
@@ -105,10 +110,12 @@ func (w *Writer) deadLetterEvent(ctx context.Context, ev *decode.Event, topic st
 // that a replay (package dlq) publishes it as it would have been.
 func (l letters) ofEvent(ev *decode.Event, topic string, perr *Error, extra ...kafka.Header) kafka.Message {
 	msg := kafka.Message{Key: []byte(ev.AggregateID), Value: l.shape.deadLetterValue(ev), Time: ev.Time}
-	msg.Headers = append(append(deadLetterHeaders(perr.Reason, perr.Err.Error(), ev.Table, ev.CommitLSN, topic, ev.Partition), extra...), l.shape.headers(ev)...)
+	own := deadLetterHeaders(perr.Reason, perr.Err.Error(), ev.Table, ev.CommitLSN, topic, ev.Partition)
 	if len(msg.Key) == 0 {
 		msg.Key = []byte(ev.ID)
+		own = append(own, kafka.Header{Key: HeaderNullKey, Value: []byte("true")}) // the relay's own, before the row's
 	}
+	msg.Headers = append(append(own, extra...), l.shape.headers(ev)...)
 	return msg
 }
 

@@ -58,6 +58,9 @@ type Config struct {
 	// DeadLetterTopic receives what cannot be published, with the reason in
 	// headers. Empty means no dead-lettering: such an event fails the stream.
 	DeadLetterTopic string
+	// Reserved are the topics no event may be routed to (Topic.Admit);
+	// its DeadLetter is DeadLetterTopic when empty.
+	Reserved Reserved
 	// Envelope is EnvelopeRaw (the default), EnvelopeCloudEvents,
 	// EnvelopeCloudEventsStructured or EnvelopeConnectJSON.
 	Envelope Envelope
@@ -210,6 +213,9 @@ func NewWriter(cfg Config, done Done) *Writer {
 	if cfg.MaxInFlightRequests <= 0 || cfg.MaxInFlightRequests > 5 {
 		cfg.MaxInFlightRequests = 5
 	}
+	if cfg.Reserved.DeadLetter == "" {
+		cfg.Reserved.DeadLetter = cfg.DeadLetterTopic
+	}
 	if cfg.Compression == kafka.Lz4 {
 		useSmallLZ4Blocks()
 	}
@@ -258,7 +264,7 @@ func (w *Writer) Publish(ctx context.Context, ev *decode.Event, token uint64) er
 		}
 	}
 	// Before anything is kept per topic: a refused name leaves no trace.
-	if perr := route.admit(topic, w.cfg.DeadLetterTopic); perr != nil {
+	if perr := route.Admit(topic, w.cfg.Reserved); perr != nil {
 		return w.deadLetterEvent(ctx, ev, topic, token, perr)
 	}
 	if w.cfg.CreateTopics && route.spec != nil {

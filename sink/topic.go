@@ -192,26 +192,6 @@ func (t Topic) Limit(l *TopicLimit) Topic {
 	return t
 }
 
-// admit decides, after routing, whether an event may go to the topic name:
-// nil, or the permanent *Error it is dead-lettered with. A name Kafka
-// refuses, one the allow-list does not match, and a new one beyond the cap
-// are refused, in that order. The dead-letter topic is never counted
-// against the cap; dead letters themselves do not come here.
-func (t Topic) admit(name, deadLetter string) *Error {
-	if err := validTopicName(name); err != nil {
-		return &Error{Topic: name, Err: err, Reason: ReasonInvalidTopic}
-	}
-	if t.allow != nil && !t.allow.MatchString(name) {
-		return &Error{Topic: name, Reason: ReasonTopicNotAllowed,
-			Err: fmt.Errorf("topic %s does not match the allow-list %s (--topic-allow)", name, t.allow)}
-	}
-	if t.limit != nil && name != deadLetter && !t.limit.admit(name) {
-		return &Error{Topic: name, Reason: ReasonTopicLimit,
-			Err: fmt.Errorf("topic %s would be one more than the %d topics in use (--max-topics)", name, t.limit.max)}
-	}
-	return nil
-}
-
 // DefaultMaxTopics is the default cap on the topics a relay publishes to.
 // An outbox has a topic per aggregate type, usually tens of them; a
 // thousand leaves room for a large service and still stops a writer bug

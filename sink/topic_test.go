@@ -90,8 +90,8 @@ func TestRoutedTopicNamesAreChecked(t *testing.T) {
 // TestTopicAdmission is the router's decision after routing: a name Kafka
 // would refuse, then the allow-list, then the cap on topics in use. Topics
 // admitted once keep working after the cap is reached; a fixed topic is
-// admitted from the start, uncounted; the dead-letter topic is never
-// counted.
+// admitted from the start, uncounted; the dead-letter topic is refused,
+// uncounted.
 func TestTopicAdmission(t *testing.T) {
 	limit := NewTopicLimit(2, nil)
 	route, err := ParseTopic("ev.{aggregate_type}")
@@ -121,12 +121,12 @@ func TestTopicAdmission(t *testing.T) {
 		{route, "payment", ReasonTopicLimit},
 		{route, "a b", ReasonInvalidTopic},
 		{fixed, "", ""},
-		{free, "dlq", ""}, // the dead-letter topic is not counted
+		{free, "dlq", ReasonTopicNotAllowed}, // the dead-letter topic: never an event's, never counted
 		{free, "other", ReasonTopicLimit},
 	} {
 		ev := &decode.Event{AggregateType: step.value}
 		name := step.route.Name(ev)
-		perr := step.route.admit(name, "dlq")
+		perr := step.route.Admit(name, Reserved{DeadLetter: "dlq"})
 		switch {
 		case step.reason == "" && perr != nil:
 			t.Errorf("step %d: %s refused: %v", i, name, perr)
@@ -148,7 +148,7 @@ func TestTopicAdmission(t *testing.T) {
 	unlimited, _ := ParseTopic("{aggregate_type}")
 	unlimited = unlimited.Limit(NewTopicLimit(0, nil))
 	for i := range 5000 {
-		if perr := unlimited.admit(fmt.Sprintf("t%d", i), ""); perr != nil {
+		if perr := unlimited.Admit(fmt.Sprintf("t%d", i), Reserved{}); perr != nil {
 			t.Fatalf("no cap (0) refused a topic: %v", perr)
 		}
 	}

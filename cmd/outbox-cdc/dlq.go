@@ -42,6 +42,9 @@ func dlqList(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, r
 // dlqReplay runs `outbox-cdc dlq replay`: exit 1 if any dead letter failed.
 func dlqReplay(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, red redactor) int {
 	dc, err := dlqConfig(cfg)
+	if err == nil {
+		dc.Admission, err = cfg.Relay.Admission(nil) // as the run that wrote them admits topics
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "outbox-cdc dlq replay: %s\n", red.oneLine(err))
 		return exitFailure
