@@ -47,5 +47,8 @@ func ReadFrame(r io.Reader) ([]byte, error) {
 type frameSizeError struct{ size int32 }
 
 func (e *frameSizeError) Error() string {
+	if b := uint32(e.size); b>>24 == 0x15 && b>>8&0xffff >= 0x0301 && b>>8&0xffff <= 0x0304 {
+		return fmt.Sprintf("frame size %d, out of 0 to %d bytes: a TLS alert, the broker appears to expect TLS", e.size, MaxFrame)
+	}
 	return fmt.Sprintf("frame size %d, out of 0 to %d bytes", e.size, MaxFrame)
 }

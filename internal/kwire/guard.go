@@ -20,7 +20,13 @@ import (
 // answer closes nc, and the read that met it and every later one fail
 // with a *MalformedError. kafka-go reads an answer only after writing its
 // request, and a broker answers the requests of one connection in order.
-func Guard(nc net.Conn) net.Conn { return &guard{Conn: nc, size: -1} }
+// A connection guarded already is returned as it is.
+func Guard(nc net.Conn) net.Conn {
+	if _, ok := nc.(*guard); ok {
+		return nc
+	}
+	return &guard{Conn: nc, size: -1}
+}
 
 type guard struct {
 	net.Conn
