@@ -10,13 +10,13 @@ import (
 	"github.com/segmentio/kafka-go/protocol"
 )
 
-// MaxInflated bounds the bytes the compressed record batches of one answer
+// maxInflated bounds the bytes the compressed record batches of one answer
 // decompress to: kafka-go decompresses each batch of a fetch answer whole
 // into memory, so a few kilobytes of a compression bomb would otherwise
 // take all of it. The relay fetches at most 50 MiB of checkpoints, or 4
 // MiB of dead letters, at once; a ratio of 2 over the largest frame is
 // beyond what real records compress by.
-const MaxInflated = 2 * MaxFrame
+var maxInflated = 2 * MaxFrame
 
 // Sizes of a record batch (magic 2) and of a message (magic 0 and 1).
 const (
@@ -211,7 +211,7 @@ func (w *walker) message(outer bool) error {
 }
 
 // inflate decompresses a batch's records (or a message's messages),
-// within what is left of MaxInflated for the answer.
+// within what is left of maxInflated for the answer.
 func (w *walker) inflate(c compress.Compression, b []byte) ([]byte, error) {
 	codec := c.Codec()
 	if codec == nil {
@@ -219,14 +219,14 @@ func (w *walker) inflate(c compress.Compression, b []byte) ([]byte, error) {
 	}
 	r := codec.NewReader(bytes.NewReader(b))
 	defer r.Close()
-	budget := int64(MaxInflated - w.inflated)
+	budget := int64(maxInflated - w.inflated)
 	var out bytes.Buffer
 	n, err := io.Copy(&out, io.LimitReader(r, budget+1))
 	if err != nil {
 		return nil, fmt.Errorf("decompress %s records: %w", c, err)
 	}
 	if n > budget {
-		return nil, fmt.Errorf("%s records of the answer inflate past %d bytes", c, MaxInflated)
+		return nil, fmt.Errorf("%s records of the answer inflate past %d bytes", c, maxInflated)
 	}
 	w.inflated += int(n)
 	return out.Bytes(), nil
