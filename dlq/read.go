@@ -10,6 +10,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/outbox-cdc/outbox-cdc/internal/kwire"
 	"github.com/outbox-cdc/outbox-cdc/sink"
 )
 
@@ -25,8 +26,11 @@ type Config struct {
 // larger record) in memory at a time.
 const fetchBytes = 4 << 20
 
+// transport's connections are guarded (kwire.Dial, which does the TLS): a
+// broker's malformed answer fails the request instead of crashing the
+// process.
 func (c Config) transport() *kafka.Transport {
-	return &kafka.Transport{TLS: c.Security.TLS, SASL: c.Security.SASL, ClientID: "outbox-cdc-dlq",
+	return &kafka.Transport{Dial: kwire.Dial(nil, c.Security.TLS), SASL: c.Security.SASL, ClientID: "outbox-cdc-dlq",
 		DialTimeout: 5 * time.Second, IdleTimeout: 30 * time.Second, MetadataTTL: 6 * time.Second}
 }
 

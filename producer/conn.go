@@ -16,6 +16,8 @@ import (
 	"github.com/segmentio/kafka-go/protocol/saslauthenticate"
 	"github.com/segmentio/kafka-go/protocol/saslhandshake"
 	"github.com/segmentio/kafka-go/sasl"
+
+	"github.com/outbox-cdc/outbox-cdc/internal/kwire"
 )
 
 // Conn is one connection to one broker that carries several requests at
@@ -28,7 +30,8 @@ import (
 // order is lost.
 //
 // One goroutine (read) reads the answers. The first failure (a write or
-// read error, an answer past its deadline, Close) breaks the connection:
+// read error, an answer past its deadline, a malformed answer
+// (*kwire.MalformedError), Close) breaks the connection:
 // every request out fails with it, and Send refuses new ones.
 type Conn struct {
 	pc       *protocol.Conn
@@ -136,7 +139,7 @@ func (c *Conn) read() {
 			return
 		}
 		_ = c.pc.SetReadDeadline(call.deadline)
-		id, res, err := protocol.ReadResponse(c.pc, call.apiKey, call.version)
+		id, res, err := readResponse(c.pc, call.apiKey, call.version)
 		if err == nil && id != call.id {
 			err = fmt.Errorf("the broker answered request %d for request %d", id, call.id)
 		}
@@ -148,6 +151,21 @@ func (c *Conn) read() {
 		}
 		c.finish(call, res, nil)
 	}
+}
+
+// readResponse reads an answer with kafka-go's decoder, below which
+// kwire.Guard (see DialConn) has checked every length of the answer
+// against its size. A panic of the decoder all the same (a shape the
+// check missed) is the answer's failure, that breaks the connection, not
+// the process's; a fatal out-of-memory would not be caught here, which is
+// why the check comes first.
+func readResponse(r io.Reader, key protocol.ApiKey, version int16) (id int32, res protocol.Message, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &kwire.MalformedError{ApiKey: key, Version: version, Err: fmt.Errorf("decoding it panicked: %v", p)}
+		}
+	}()
+	return protocol.ReadResponse(r, key, version)
 }
 
 // drain fails the calls left once the connection is broken, and stops
@@ -239,7 +257,9 @@ func (d Dialer) DialConn(ctx context.Context, addr string, depth int) (*Conn, er
 		}
 		nc = tls.Client(nc, cfg)
 	}
-	pc := protocol.NewConn(nc, d.ClientID)
+	// Every answer is read whole and checked before kafka-go decodes it,
+	// the versions' exchange and SASL's included.
+	pc := protocol.NewConn(kwire.Guard(nc), d.ClientID)
 	deadline, _ := ctx.Deadline()
 	_ = pc.SetDeadline(deadline)
 	versions, err := d.handshake(ctx, pc, addr)

@@ -13,6 +13,7 @@ import (
 	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/segmentio/kafka-go/sasl/scram"
 
+	"github.com/outbox-cdc/outbox-cdc/internal/kwire"
 	"github.com/outbox-cdc/outbox-cdc/internal/tlsfiles"
 )
 
@@ -54,10 +55,14 @@ func NewSASL(mechanism SASLMechanism, username, password string) (sasl.Mechanism
 	return nil, fmt.Errorf("kafka SASL mechanism %q: want plain, scram-sha-256 or scram-sha-512", mechanism)
 }
 
-// transport returns a kafka-go transport that connects as s says.
+// transport returns a kafka-go transport that connects as s says. Its
+// connections are guarded (kwire.Dial): a broker's malformed answer fails
+// the request and breaks its connection instead of crashing the process
+// in the transport's goroutine. TLS is done in Dial, below the guard, so
+// the transport's own TLS stays nil.
 func (s Security) transport() *kafka.Transport {
 	return &kafka.Transport{
-		TLS:         s.TLS,
+		Dial:        kwire.Dial(nil, s.TLS),
 		SASL:        s.SASL,
 		ClientID:    "outbox-cdc",
 		DialTimeout: 5 * time.Second,
@@ -74,13 +79,13 @@ func (s Security) countingTransport(o Observer, metadataTTL time.Duration) *kafk
 		t.MetadataTTL = metadataTTL
 	}
 	d := &net.Dialer{}
-	t.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+	t.Dial = kwire.Dial(func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := d.DialContext(ctx, network, addr)
 		if err != nil {
 			return nil, err
 		}
 		return &countingConn{Conn: c, o: o}, nil
-	}
+	}, s.TLS)
 	return t
 }
 
