@@ -10,7 +10,7 @@ PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 IMAGE_PLATFORMS ?= linux/amd64 linux/arm64
 RELEASE := VERSION=$(VERSION) COMMIT=$(COMMIT) PLATFORMS="$(PLATFORMS)" IMAGE_PLATFORMS="$(IMAGE_PLATFORMS)" scripts/release.sh
 
-.PHONY: build dist image image-context release setup setup-tests demo test test-exactly test-cluster test-faults test-matrix test-analytics test-engine test-short bench bench-analytics bench-compare bench-backfill bench-messages fuzz clean
+.PHONY: build dist image image-context release setup setup-tests demo test test-exactly test-cluster test-faults test-matrix test-analytics test-engine test-short bench bench-analytics bench-compare bench-backfill bench-messages fuzz fuzz-short clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/outbox-cdc ./cmd/outbox-cdc
@@ -108,8 +108,20 @@ test-engine: setup-tests
 	scripts/analytics/spark.sh fetch
 	OUTBOX_CDC_TEST_ENGINE=1 $(GO) test -race -count=1 -timeout 20m -run 'TestEngine' ./test/integration/
 
+# The unit tests (only Go needed), then the hostile-input fuzz targets a few
+# seconds each (fuzz-short).
 test-short:
 	$(GO) test -short -race -count=1 ./...
+	$(MAKE) fuzz-short
+
+# What a broker's answer and a row can feed the relay, fuzzed for a few
+# seconds each from the committed corpora (testdata/fuzz/): the Kafka
+# response reader (internal/kwire's check before kafka-go decodes) and the
+# envelope builders. A finding is written to testdata/fuzz/ and fails.
+FUZZTIME ?= 5s
+fuzz-short:
+	$(GO) test -run '^$$' -fuzz '^FuzzReadResponse$$' -fuzztime $(FUZZTIME) ./producer/
+	$(GO) test -run '^$$' -fuzz '^FuzzEnvelopes$$' -fuzztime $(FUZZTIME) ./sink/
 
 # The default scenarios, then what contracts and the structured envelopes
 # cost per event (bench-analytics).
@@ -149,6 +161,7 @@ bench-messages:
 fuzz:
 	$(GO) test -run XXX -fuzz FuzzDecode -fuzztime 60s ./decode/
 	$(GO) test -run XXX -fuzz FuzzDecode -fuzztime 30s ./message/
+	$(MAKE) fuzz-short FUZZTIME=60s
 
 clean:
 	rm -rf bin dist
