@@ -126,7 +126,9 @@ const (
 	HeaderCEType  = "ce_type"
 )
 
-// headers returns the Kafka headers of ev under the shape's envelope.
+// headers returns the Kafka headers of ev under the shape's envelope: the
+// relay's, then the row's own, those named as the relay's renamed
+// (appendRowHeaders).
 func (s shape) headers(ev *decode.Event) []kafka.Header {
 	n := 3 + len(ev.Headers)
 	switch s.envelope {
@@ -173,8 +175,5 @@ func (s shape) headers(ev *decode.Event) []kafka.Header {
 			kafka.Header{Key: HeaderCommitTime, Value: []byte(ev.CommitTime.UTC().Format(time.RFC3339Nano))},
 		)
 	}
-	for _, h := range ev.Headers {
-		hs = append(hs, kafka.Header{Key: h.Key, Value: h.Value})
-	}
-	return hs
+	return s.appendRowHeaders(hs, ev)
 }

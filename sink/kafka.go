@@ -250,6 +250,9 @@ func (w *Writer) Publish(ctx context.Context, ev *decode.Event, token uint64) er
 		route = w.cfg.Topic
 	}
 	topic := route.Name(ev)
+	if n := w.shape.renamedRowHeaders(ev); n > 0 { // once per event, whatever becomes of it
+		w.cfg.Observer.RowHeadersRenamed(n)
+	}
 	// A payload too large for any record is dead-lettered as such below,
 	// without reading it against its contract first.
 	if len(ev.Payload) <= w.cfg.MaxMessageBytes {

@@ -27,6 +27,9 @@ type Observer interface {
 	// ContractViolated reports one payload its event type's contract
 	// refused (Config.Contracts); the event is dead-lettered too.
 	ContractViolated(eventType string)
+	// RowHeadersRenamed reports n headers of one event's row renamed with
+	// RowHeaderPrefix, being named as headers the relay writes.
+	RowHeadersRenamed(n int)
 }
 
 type nopObserver struct{}
@@ -38,6 +41,7 @@ func (nopObserver) Sent(int)                  {}
 func (nopObserver) ProduceFailed(string)      {}
 func (nopObserver) PartitionsChanged(string)  {}
 func (nopObserver) ContractViolated(string)   {}
+func (nopObserver) RowHeadersRenamed(int)     {}
 
 // acked tells the observer about acknowledged events; dead letters are
 // counted when they are made.
