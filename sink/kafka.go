@@ -271,7 +271,16 @@ func (w *Writer) Publish(ctx context.Context, ev *decode.Event, token uint64) er
 		}
 		w.mu.Unlock()
 	}
-	value, settled, err := w.value(ctx, ev, topic, token)
+	// The value is built only if it can fit, and within --max-message-bytes
+	// (see shape.value): a row too large is dead-lettered once, without
+	// its value, and costs a few times the limit, not its payload's size
+	// times the envelope's expansion.
+	value, n, fits := w.shape.value(ev)
+	if !fits {
+		return w.deadLetterTooLarge(ctx, ev, topic, token, fmt.Errorf("record of at least %d bytes exceeds --max-message-bytes %d",
+			len(ev.AggregateID)+n, w.cfg.MaxMessageBytes), n)
+	}
+	value, settled, err := w.value(ctx, ev, topic, token, value)
 	if settled {
 		return err
 	}
@@ -288,8 +297,8 @@ func (w *Writer) Publish(ctx context.Context, ev *decode.Event, token uint64) er
 		WriterData: meta{token: token, lsn: ev.CommitLSN, commit: ev.CommitTime, table: ev.Table, partition: ev.Partition},
 	}
 	if n := recordSize(&msg); n > w.cfg.MaxMessageBytes {
-		return w.deadLetterEvent(ctx, ev, topic, token, &Error{Topic: topic, Reason: ReasonMessageTooLarge,
-			Err: fmt.Errorf("record of %d bytes exceeds --max-message-bytes %d", n, w.cfg.MaxMessageBytes)})
+		return w.deadLetterTooLarge(ctx, ev, topic, token, fmt.Errorf("record of %d bytes exceeds --max-message-bytes %d",
+			n, w.cfg.MaxMessageBytes), len(value))
 	}
 	err = w.write(ctx, msg)
 	var perr *Error
