@@ -160,7 +160,7 @@ func TestValueAllocationBounded(t *testing.T) {
 // the expander holds once (not a node per element).
 func TestLongArrayExpanded(t *testing.T) {
 	s := shapeOf(Config{Envelope: EnvelopeConnectJSON, ConnectExpandPayload: true, MaxMessageBytes: sizeLimit})
-	ev := envelopeEvent(string(hugePayloads(sizeLimit*3/4)["flat"]), ctJSON)
+	ev := envelopeEvent(string(hugePayloads(sizeLimit * 3 / 4)["flat"]), ctJSON)
 	var v []byte
 	if n := allocated(func() { v = s.recordValue(ev) }); n > 3*sizeLimit {
 		t.Errorf("%d bytes allocated, %.1fx --max-message-bytes", n, float64(n)/sizeLimit)
