@@ -71,7 +71,7 @@ func (w *Writer) Write(ctx context.Context, rec Record) error {
 		}
 	}
 	for attempt := 0; ; attempt++ {
-		err := w.produce(ctx, value)
+		err := w.produce(ctx, value, attempt > 0)
 		if err == nil {
 			w.seq++
 			return nil
@@ -89,8 +89,11 @@ func (w *Writer) Write(ctx context.Context, rec Record) error {
 }
 
 // produce sends value as a batch of one record with the Writer's
-// sequence; a duplicate sequence is the broker holding it already.
-func (w *Writer) produce(ctx context.Context, value []byte) error {
+// sequence. A duplicate sequence answering a retry is the broker holding
+// the batch already; answering a first attempt it is an error: the
+// partition's sequence was used by another writer (a row routed into the
+// checkpoint topic shares it), and this record was not written.
+func (w *Writer) produce(ctx context.Context, value []byte, retry bool) error {
 	buf, err := producer.AppendBatch(make([]byte, 4, 128+len(value)), w.txn.Header(w.seq),
 		[]producer.Record{{Key: []byte(w.key), Value: value}}, 0)
 	if err != nil {
@@ -110,10 +113,12 @@ func (w *Writer) produce(ctx context.Context, value []byte) error {
 	for _, t := range res.(*produceAPI.Response).Topics {
 		for _, p := range t.Partitions {
 			if t.Topic == w.topic && p.Partition == w.partition {
-				if code := kafka.Error(p.ErrorCode); code != 0 && code != kafka.DuplicateSequenceNumber {
+				switch code := kafka.Error(p.ErrorCode); {
+				case code == 0, code == kafka.DuplicateSequenceNumber && retry:
+					return nil
+				default:
 					return code
 				}
-				return nil
 			}
 		}
 	}

@@ -37,6 +37,7 @@ type Metrics struct {
 	reconnects    prometheus.Counter
 	deleted       prometheus.Counter
 	marked        prometheus.Counter
+	renamed       prometheus.Counter // row headers renamed (sink.RowHeaderPrefix)
 	resized       *prometheus.CounterVec
 	backfillTotal *prometheus.GaugeVec
 	backfillDone  *prometheus.GaugeVec
@@ -135,7 +136,7 @@ func register(reg prometheus.Registerer, collectors []prometheus.Collector) erro
 
 // collectors are the metrics m updates itself, in registration order.
 func (m *Metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.published, m.deadLettered, m.publishErrors, m.latency, m.batch, m.requests, m.records, m.sentBytes, m.reconnects, m.deleted, m.marked, m.resized, m.backfillTotal, m.backfillDone, m.violations, m.overBudget, m.transactions, m.commitTime,
+	return []prometheus.Collector{m.published, m.deadLettered, m.publishErrors, m.latency, m.batch, m.requests, m.records, m.sentBytes, m.reconnects, m.deleted, m.marked, m.resized, m.backfillTotal, m.backfillDone, m.violations, m.overBudget, m.renamed, m.transactions, m.commitTime,
 		m.slotLag, m.slotRetained, m.slotSafe, m.slotActive, m.walStatus, m.slotReadAt}
 }
 
@@ -177,6 +178,8 @@ func (m *Metrics) newPipelineMetrics() {
 	m.commitTime = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "kafka_commit_seconds",
 		Help:    "Time a Kafka commit of --delivery exactly-once holds publishing back: the last acknowledgements, the checkpoint record, EndTxn.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)})
+	m.renamed = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "row_headers_renamed_total",
+		Help: "Headers of outbox rows (the headers column, header columns) named as headers the relay writes (outbox_cdc.*, id, event_type, aggregate_type; ce_* and content-type under the CloudEvents envelopes, in any case), sent renamed to x-row-<name> instead."})
 	m.violations = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "contract_violations_total",
 		Help: "Payloads their event type's contract (--contracts) refused, each dead-lettered with reason contract_violation, by event type (beyond the first 1000 types, under event_type=\"_other\")."}, []string{"event_type"})
 	m.overBudget = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "contract_budget_exceeded_total",
@@ -276,6 +279,9 @@ func (m *Metrics) ContractViolated(eventType string) {
 func (m *Metrics) ContractOverBudget(eventType string) {
 	m.overBudget.WithLabelValues(m.eventTypes.value(eventType)).Inc()
 }
+
+// RowHeadersRenamed implements sink.Observer.
+func (m *Metrics) RowHeadersRenamed(n int) { m.renamed.Add(float64(n)) }
 
 // ProduceFailed implements sink.Observer.
 func (m *Metrics) ProduceFailed(kind string) { m.publishErrors.WithLabelValues(kind).Inc() }

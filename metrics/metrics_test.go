@@ -48,3 +48,17 @@ func TestTopicSeriesBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestRowHeadersRenamed: renamed row headers are counted, however many an
+// event had.
+func TestRowHeadersRenamed(t *testing.T) {
+	m, err := New("test", prometheus.NewRegistry(), Live{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.RowHeadersRenamed(2)
+	m.RowHeadersRenamed(1)
+	if got := testutil.ToFloat64(m.renamed); got != 3 {
+		t.Errorf("%v row headers renamed, want 3", got)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -18,15 +19,20 @@ import (
 // dead-letter topic keyed as it would have been (aggregate id, else event
 // id), with the payload as its value when it fits, and these headers:
 const (
-	HeaderReason     = "outbox_cdc.reason"      // a short code, such as message_too_large
-	HeaderError      = "outbox_cdc.error"       // the full reason, for people
-	HeaderTable      = "outbox_cdc.table"       // schema.table of the outbox row
-	HeaderLSN        = "outbox_cdc.lsn"         // commit LSN of the row's transaction
-	HeaderTopic      = "outbox_cdc.topic"       // the topic it was routed to, when known
-	HeaderColumn     = "outbox_cdc.column."     // prefix: a column of a row that did not decode, as text
-	HeaderNull       = "outbox_cdc.null"        // comma-separated NULL columns of such a row
-	HeaderTruncated  = "outbox_cdc.truncated"   // "value" or "value,headers": left out to fit
-	HeaderValueBytes = "outbox_cdc.value_bytes" // the original value's size, when truncated
+	HeaderReason    = "outbox_cdc.reason"    // a short code, such as message_too_large
+	HeaderError     = "outbox_cdc.error"     // the full reason, for people
+	HeaderTable     = "outbox_cdc.table"     // schema.table of the outbox row
+	HeaderLSN       = "outbox_cdc.lsn"       // commit LSN of the row's transaction
+	HeaderTopic     = "outbox_cdc.topic"     // the topic it was routed to, when known
+	HeaderColumn    = "outbox_cdc.column."   // prefix: a column of a row that did not decode, as text
+	HeaderNull      = "outbox_cdc.null"      // comma-separated NULL columns of such a row
+	HeaderTruncated = "outbox_cdc.truncated" // "value" or "value,headers": left out to fit
+	// HeaderValueBytes is the left-out value's size, when truncated; for
+	// a value too large to be built (see shape.value), its size or a lower
+	// bound of it: connect-json's without expanding the payload, or, for
+	// a structured envelope's payload that cannot fit in any form, its
+	// smallest form's (valueFloor).
+	HeaderValueBytes = "outbox_cdc.value_bytes"
 	// HeaderPartition is the partition the row's partition column named
 	// (--column-partition), as its text, only when it named one: a replay
 	// (package dlq) sends the event there, not to its key's partition.
@@ -107,16 +113,45 @@ func (w *Writer) deadLetterEvent(ctx context.Context, ev *decode.Event, topic st
 
 // ofEvent is the dead letter of ev, routed to topic, refused with perr.
 // It carries the headers the event would have had, envelope included, so
-// that a replay (package dlq) publishes it as it would have been.
+// that a replay (package dlq) publishes it as it would have been, and its
+// value when it fits --max-message-bytes; one that does not is not built
+// (fit would leave it out), and its dead letter says so.
 func (l letters) ofEvent(ev *decode.Event, topic string, perr *Error, extra ...kafka.Header) kafka.Message {
-	msg := kafka.Message{Key: []byte(ev.AggregateID), Value: l.shape.deadLetterValue(ev), Time: ev.Time}
+	value, n, fits := l.shape.deadLetterValue(ev)
+	msg := l.withoutValueOf(ev, topic, perr, extra...)
+	if !fits {
+		return withoutValue(msg, n)
+	}
+	msg.Value = value
+	return msg
+}
+
+// withoutValueOf is ofEvent's dead letter before its value is set. A
+// null-key event's is keyed by its id, and says so (HeaderNullKey) among
+// the relay's own headers, before the row's, so that a replay restores
+// the null key.
+func (l letters) withoutValueOf(ev *decode.Event, topic string, perr *Error, extra ...kafka.Header) kafka.Message {
+	msg := kafka.Message{Key: []byte(ev.AggregateID), Time: ev.Time}
 	own := deadLetterHeaders(perr.Reason, perr.Err.Error(), ev.Table, ev.CommitLSN, topic, ev.Partition)
 	if len(msg.Key) == 0 {
 		msg.Key = []byte(ev.ID)
-		own = append(own, kafka.Header{Key: HeaderNullKey, Value: []byte("true")}) // the relay's own, before the row's
+		own = append(own, kafka.Header{Key: HeaderNullKey, Value: []byte("true")})
 	}
 	msg.Headers = append(append(own, extra...), l.shape.headers(ev)...)
 	return msg
+}
+
+// deadLetterTooLarge dead-letters ev, whose record exceeds
+// --max-message-bytes (detail says by how much), without its value of
+// valueSize bytes, which is not built again (and may never have been:
+// see shape.value), or returns the refusal without a dead-letter topic.
+func (w *Writer) deadLetterTooLarge(ctx context.Context, ev *decode.Event, topic string, token uint64, detail error, valueSize int) error {
+	perr := &Error{Topic: topic, Reason: ReasonMessageTooLarge, Err: detail}
+	if w.letters.topic == "" {
+		return perr
+	}
+	msg := withoutValue(w.letters.withoutValueOf(ev, topic, perr), valueSize)
+	return w.sendDeadLetter(ctx, msg, token, ev.CommitLSN, ev.Table, ev.ID, perr.Reason, perr.Err.Error())
 }
 
 // deadLetterOfMessage is the dead letter of a message the broker refused.
@@ -184,7 +219,11 @@ func (l letters) keepsValue(ev *decode.Event) bool {
 	if l.topic == "" {
 		return true
 	}
-	m := kafka.Message{Key: []byte(ev.AggregateID), Value: l.shape.deadLetterValue(ev), Headers: l.shape.headers(ev)}
+	value, _, fits := l.shape.deadLetterValue(ev)
+	if !fits {
+		return false
+	}
+	m := kafka.Message{Key: []byte(ev.AggregateID), Value: value, Headers: l.shape.headers(ev)}
 	if len(m.Key) == 0 {
 		m.Key = []byte(ev.ID)
 	}
@@ -209,7 +248,9 @@ func (l letters) fit(m kafka.Message) kafka.Message {
 	if recordSize(&m) <= limit {
 		return m
 	}
-	m = withoutValue(m)
+	if !slices.ContainsFunc(m.Headers, func(h kafka.Header) bool { return h.Key == HeaderTruncated }) { // else left out already
+		m = withoutValue(m, len(m.Value))
+	}
 	if recordSize(&m) <= limit {
 		return m
 	}
@@ -232,10 +273,11 @@ func (l letters) fit(m kafka.Message) kafka.Message {
 	return m
 }
 
-// withoutValue returns m with its value left out, and says so in headers.
-func withoutValue(m kafka.Message) kafka.Message {
+// withoutValue returns m with its value, of size bytes, left out, and
+// says so in headers.
+func withoutValue(m kafka.Message, size int) kafka.Message {
 	m.Headers = append(m.Headers[:len(m.Headers):len(m.Headers)],
-		kafka.Header{Key: HeaderValueBytes, Value: []byte(strconv.Itoa(len(m.Value)))},
+		kafka.Header{Key: HeaderValueBytes, Value: []byte(strconv.Itoa(size))},
 		kafka.Header{Key: HeaderTruncated, Value: []byte("value")})
 	m.Value = nil
 	return m

@@ -64,12 +64,17 @@ type shape struct {
 	metadataHeaders bool   // Config.MetadataHeaders
 	source          string // Config.CloudEventsSource; empty: from the table
 	expand          bool   // Config.ConnectExpandPayload
+	maxBytes        int    // Config.MaxMessageBytes: no value larger is built
 }
 
 // shapeOf returns cfg's record shape.
 func shapeOf(cfg Config) shape {
-	return shape{envelope: cfg.Envelope, timestamp: cfg.Timestamp, metadataHeaders: cfg.MetadataHeaders,
-		source: cfg.CloudEventsSource, expand: cfg.ConnectExpandPayload}
+	s := shape{envelope: cfg.Envelope, timestamp: cfg.Timestamp, metadataHeaders: cfg.MetadataHeaders,
+		source: cfg.CloudEventsSource, expand: cfg.ConnectExpandPayload, maxBytes: cfg.MaxMessageBytes}
+	if s.maxBytes <= 0 {
+		s.maxBytes = DefaultMaxMessageBytes
+	}
+	return s
 }
 
 // recordTime is ev's record timestamp under the shape's Timestamp.
@@ -80,35 +85,79 @@ func (s shape) recordTime(ev *decode.Event) time.Time {
 	return ev.Time
 }
 
+// value is ev's record value under the shape's envelope, unless it is
+// larger than --max-message-bytes (maxBytes): then value is nil, fits
+// false, and n its size or a lower bound of it, found without building it.
+// An event's value costs a small multiple of maxBytes whatever its
+// payload's size (M below is maxBytes; the payload itself is the
+// decoder's, and raw envelopes never copy it):
+//   - a payload whose smallest form cannot fit (valueFloor) costs nothing;
+//   - cloudevents-structured and connect-json measure the form they write
+//     the payload in before writing it (allocation-free passes: UTF-8 and
+//     JSON validity, sizes), and allocate the value, at most M, once;
+//   - connect-json expanding JSON copies the payload compacted (at most
+//     M), holds a schema node per distinct place in it (at most M/32 nodes
+//     of 40 bytes, 1.25M, and the slice's growth), and writes the value
+//     (at most M, 2M with its growth), falling back to the string form
+//     (as above) when the expanded value would not fit.
+//
+// So at most about 2M for every envelope but connect-json expanding JSON,
+// and about 6M for that (TestOversizedPayloadDeadLetteredCheaply and
+// TestValueAllocationBounded measure it).
+func (s shape) value(ev *decode.Event) (value []byte, n int, fits bool) {
+	if n = s.valueFloor(ev); n > s.maxBytes {
+		return nil, n, false
+	}
+	switch {
+	case ev.Tombstone:
+		return nil, 0, true
+	case s.envelope == EnvelopeCloudEventsStructured:
+		return s.cloudEventValue(ev, s.maxBytes)
+	case s.envelope == EnvelopeConnectJSON:
+		return s.connectValue(ev, s.maxBytes)
+	case ev.Payload == nil:
+		return []byte{}, 0, true
+	}
+	return ev.Payload, len(ev.Payload), true
+}
+
+// valueFloor is a lower bound of ev's record value's size under the
+// shape's envelope, found without building it, nor copying the payload:
+// the payload's size for the raw and binary CloudEvents envelopes, whose
+// value it is; for the structured ones, the payload's smallest form
+// (compactLen: no JSON string or base64 of it is smaller) beside the
+// columns that go in every one of them (id, event_type, aggregate_id).
+func (s shape) valueFloor(ev *decode.Event) int {
+	switch {
+	case ev.Tombstone:
+		return 0
+	case s.envelope == EnvelopeCloudEventsStructured, s.envelope == EnvelopeConnectJSON:
+		return compactLen(ev.Payload) + len(ev.ID) + len(ev.EventType) + len(ev.AggregateID)
+	}
+	return len(ev.Payload)
+}
+
 // recordValue is ev's record value under the shape's envelope: nil,
 // which Kafka keeps as a null value, for a tombstone alone, so that
 // compaction deletes its key (no envelope: a structured one would not be
 // a tombstone); a payload that is empty stays an empty value, or an
-// envelope with empty data.
+// envelope with empty data. A value larger than maxBytes is nil too:
+// callers that may meet one ask value.
 func (s shape) recordValue(ev *decode.Event) []byte {
-	switch {
-	case ev.Tombstone:
-		return nil
-	case s.envelope == EnvelopeCloudEventsStructured:
-		source := s.cloudEventSource(ev)
-		return appendCloudEvent(make([]byte, 0, cloudEventSize(ev, source)), ev, source)
-	case s.envelope == EnvelopeConnectJSON:
-		return s.connectValue(ev)
-	case ev.Payload == nil:
-		return []byte{}
-	}
-	return ev.Payload
+	v, _, _ := s.value(ev)
+	return v
 }
 
 // deadLetterValue is the value of ev's dead letter: under a structured
 // envelope its record value, which its headers (content-type) announce, so
 // that a replay (package dlq) publishes the record it would have been;
-// otherwise the payload as it is.
-func (s shape) deadLetterValue(ev *decode.Event) []byte {
+// otherwise the payload as it is. fits and n are value's: a value that
+// cannot fit is not built, and its dead letter goes without it.
+func (s shape) deadLetterValue(ev *decode.Event) (value []byte, n int, fits bool) {
 	if s.envelope == EnvelopeCloudEventsStructured || s.envelope == EnvelopeConnectJSON {
-		return s.recordValue(ev)
+		return s.value(ev)
 	}
-	return ev.Payload
+	return ev.Payload, len(ev.Payload), len(ev.Payload) <= s.maxBytes
 }
 
 // Ordering metadata headers (Config.MetadataHeaders), for consumers that
@@ -126,7 +175,9 @@ const (
 	HeaderCEType  = "ce_type"
 )
 
-// headers returns the Kafka headers of ev under the shape's envelope.
+// headers returns the Kafka headers of ev under the shape's envelope: the
+// relay's, then the row's own, those named as the relay's renamed
+// (appendRowHeaders).
 func (s shape) headers(ev *decode.Event) []kafka.Header {
 	n := 3 + len(ev.Headers)
 	switch s.envelope {
@@ -173,8 +224,5 @@ func (s shape) headers(ev *decode.Event) []kafka.Header {
 			kafka.Header{Key: HeaderCommitTime, Value: []byte(ev.CommitTime.UTC().Format(time.RFC3339Nano))},
 		)
 	}
-	for _, h := range ev.Headers {
-		hs = append(hs, kafka.Header{Key: h.Key, Value: h.Value})
-	}
-	return hs
+	return s.appendRowHeaders(hs, ev)
 }

@@ -1,7 +1,6 @@
 package sink
 
 import (
-	"encoding/base64"
 	"time"
 	"unicode/utf8"
 
@@ -24,13 +23,26 @@ func (s shape) cloudEventSource(ev *decode.Event) string {
 	return "/outbox-cdc/" + ev.Table
 }
 
+// cloudEventValue is ev's record value under EnvelopeCloudEventsStructured,
+// unless it is larger than limit: then value is nil and n its size, found
+// without building it (each form of the data measured before it is
+// written, see cloudEventData).
+func (s shape) cloudEventValue(ev *decode.Event, limit int) (value []byte, n int, fits bool) {
+	source := s.cloudEventSource(ev)
+	form, contentType := cloudEventData(ev.Payload, ev.ContentType)
+	if n = cloudEventLen(ev, source, form, contentType); n > limit {
+		return nil, n, false
+	}
+	return appendCloudEvent(make([]byte, 0, n), ev, source, form, contentType), n, true
+}
+
 // appendCloudEvent appends ev as a CloudEvents 1.0 JSON document (the JSON
 // event format, structured mode): the same attributes binary mode sends as
-// ce_* headers, then the payload as data or data_base64 (see
-// appendCloudEventData), with its datacontenttype. Members come in a fixed
+// ce_* headers, then the payload as data or data_base64 in form (see
+// cloudEventData), with its datacontenttype. Members come in a fixed
 // order, data before datacontenttype; JSON readers, the CloudEvents SDKs
 // among them, do not depend on the order.
-func appendCloudEvent(dst []byte, ev *decode.Event, source string) []byte {
+func appendCloudEvent(dst []byte, ev *decode.Event, source string, form dataForm, contentType string) []byte {
 	dst = append(dst, `{"specversion":"`+ceSpecVersion+`","id":`...)
 	dst = appendString(dst, ev.ID)
 	dst = append(dst, `,"source":`...)
@@ -46,12 +58,54 @@ func appendCloudEvent(dst []byte, ev *decode.Event, source string) []byte {
 		dst = append(dst, `,"partitionkey":`...)
 		dst = appendString(dst, ev.AggregateID)
 	}
-	dst = appendCloudEventData(dst, ev.Payload, ev.ContentType)
+	switch form {
+	case formJSON:
+		dst = appendCompacted(append(dst, `,"data":`...), ev.Payload)
+	case formString:
+		dst = appendString(append(dst, `,"data":`...), ev.Payload)
+	default:
+		dst = appendBase64(append(dst, `,"data_base64":`...), ev.Payload)
+	}
+	if contentType != "" {
+		dst = append(dst, `,"datacontenttype":`...)
+		dst = appendString(dst, contentType)
+	}
 	return append(dst, '}')
 }
 
-// appendCloudEventData appends the payload and its datacontenttype as the
-// JSON event format (3.1) wants them:
+// cloudEventLen is the size of appendCloudEvent's document.
+func cloudEventLen(ev *decode.Event, source string, form dataForm, contentType string) int {
+	var tb [64]byte
+	n := len(`{"specversion":"`+ceSpecVersion+`","id":`) + quotedLen(ev.ID) + len(`,"source":`) + quotedLen(source) +
+		len(`,"type":`) + quotedLen(ev.EventType) + len(`,"time":""`) + len(ev.Time.UTC().AppendFormat(tb[:0], time.RFC3339Nano)) + len(`}`)
+	if ev.AggregateID != "" {
+		n += len(`,"subject":`) + len(`,"partitionkey":`) + 2*quotedLen(ev.AggregateID)
+	}
+	switch form {
+	case formJSON:
+		n += len(`,"data":`) + compactLen(ev.Payload)
+	case formString:
+		n += len(`,"data":`) + quotedLen(ev.Payload)
+	default:
+		n += len(`,"data_base64":`) + base64Len(len(ev.Payload))
+	}
+	if contentType != "" {
+		n += len(`,"datacontenttype":`) + quotedLen(contentType)
+	}
+	return n
+}
+
+// dataForm is how a structured envelope writes a payload.
+type dataForm uint8
+
+const (
+	formJSON   dataForm = iota // JSON, compacted
+	formString                 // a JSON string of its text
+	formBase64                 // a JSON string of its bytes in base64
+)
+
+// cloudEventData is the form of the payload in a CloudEvent, and its
+// datacontenttype, as the JSON event format (3.1) wants them:
 //   - a payload of a JSON column (json, jsonb; a message whose content type
 //     is application/json or ends in +json) that is valid JSON goes in data
 //     as JSON, compacted, its datacontenttype the row's;
@@ -64,39 +118,16 @@ func appendCloudEvent(dst []byte, ev *decode.Event, source string) []byte {
 //     with the row's datacontenttype.
 //
 // An empty content type leaves datacontenttype out, as the format asks.
-func appendCloudEventData(dst, payload []byte, contentType string) []byte {
+func cloudEventData(payload []byte, contentType string) (dataForm, string) {
 	jsonType := isJSONType(contentType)
-	if jsonType || looksLikeDocument(payload) {
-		mark := len(dst)
-		if out, ok := appendCompact(append(dst, `,"data":`...), payload); ok {
-			if !jsonType {
-				contentType = "application/json"
-			}
-			return appendDataContentType(out, contentType)
+	if (jsonType || looksLikeDocument(payload)) && validJSON(payload) {
+		if !jsonType {
+			contentType = "application/json"
 		}
-		dst = dst[:mark]
+		return formJSON, contentType
 	}
 	if isTextType(contentType) && utf8.Valid(payload) {
-		dst = append(dst, `,"data":`...)
-		dst = appendString(dst, payload)
-	} else {
-		dst = append(dst, `,"data_base64":`...)
-		dst = appendBase64(dst, payload)
+		return formString, contentType
 	}
-	return appendDataContentType(dst, contentType)
-}
-
-func appendDataContentType(dst []byte, contentType string) []byte {
-	if contentType == "" {
-		return dst
-	}
-	dst = append(dst, `,"datacontenttype":`...)
-	return appendString(dst, contentType)
-}
-
-// cloudEventSize is room enough for most events' documents: their strings
-// unescaped and the payload as base64 (compact JSON is never longer).
-func cloudEventSize(ev *decode.Event, source string) int {
-	return 160 + len(ev.ID) + len(source) + len(ev.EventType) + 2*len(ev.AggregateID) +
-		len(ev.ContentType) + base64.StdEncoding.EncodedLen(len(ev.Payload))
+	return formBase64, contentType
 }

@@ -1,8 +1,8 @@
 package sink
 
 import (
-	"encoding/base64"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -46,21 +46,26 @@ const (
 // valid Avro full name, should a sink convert it).
 const ConnectSchemaName = "outbox_cdc.Event"
 
-// connectValue is ev's record value under EnvelopeConnectJSON.
-func (s shape) connectValue(ev *decode.Event) []byte {
+// connectValue is ev's record value under EnvelopeConnectJSON, unless it
+// is larger than limit: then value is nil and n its size (the string or
+// bytes form's), found without building it.
+func (s shape) connectValue(ev *decode.Event, limit int) (value []byte, n int, fits bool) {
 	ts := s.recordTime(ev)
 	if s.expand && (isJSONType(ev.ContentType) || looksLikeDocument(ev.Payload)) {
-		if v, ok := appendConnectExpanded(nil, ev, ts); ok {
-			return v
+		if v, ok := appendConnectExpanded(ev, ts, limit); ok {
+			return v, len(v), true
 		}
 	}
-	return appendConnect(make([]byte, 0, connectSize(ev)), ev, ts)
+	text := connectText(ev.Payload, ev.ContentType)
+	if n = connectLen(ev, ts, text); n > limit {
+		return nil, n, false
+	}
+	return appendConnect(make([]byte, 0, n), ev, ts, text), n, true
 }
 
 // appendConnect appends ev in the connect-json envelope with the payload a
-// string or bytes.
-func appendConnect(dst []byte, ev *decode.Event, ts time.Time) []byte {
-	text := connectText(ev.Payload, ev.ContentType)
+// string (text, see connectText) or bytes.
+func appendConnect(dst []byte, ev *decode.Event, ts time.Time, text bool) []byte {
 	dst = append(dst, connectSchemaHead...)
 	if text {
 		dst = append(dst, connectPayloadString...)
@@ -78,6 +83,23 @@ func appendConnect(dst []byte, ev *decode.Event, ts time.Time) []byte {
 		dst = appendBase64(dst, ev.Payload)
 	}
 	return append(dst, '}', '}')
+}
+
+// connectLen is the size of appendConnect's envelope.
+func connectLen(ev *decode.Event, ts time.Time, text bool) int {
+	n := len(connectSchemaHead) + len(connectPayloadBytes) + len(connectSchemaTail) + connectFieldsLen(ev, ts) + len(`}}`)
+	if text {
+		n += len(connectPayloadString) - len(connectPayloadBytes)
+	}
+	switch {
+	case ev.Payload == nil:
+		n += len("null")
+	case text:
+		n += quotedLen(ev.Payload)
+	default:
+		n += base64Len(len(ev.Payload))
+	}
+	return n
 }
 
 // connectText says whether a payload goes as a Connect string: text or
@@ -115,26 +137,46 @@ func appendOptionalString(dst []byte, s string) []byte {
 	return appendString(dst, s)
 }
 
-// connectSize is room enough for most events' envelopes.
-func connectSize(ev *decode.Event) int {
-	return len(connectSchemaHead) + len(connectPayloadString) + len(connectSchemaTail) + 96 +
-		len(ev.ID) + len(ev.AggregateType) + len(ev.AggregateID) + len(ev.EventType) +
-		base64.StdEncoding.EncodedLen(len(ev.Payload))
+// connectFieldsLen is the size of appendConnectFields' output.
+func connectFieldsLen(ev *decode.Event, ts time.Time) int {
+	var digits [24]byte
+	return quotedLen(ev.ID) + len(`,"aggregate_type":`) + optionalLen(ev.AggregateType) + len(`,"aggregate_id":`) +
+		optionalLen(ev.AggregateID) + len(`,"event_type":`) + quotedLen(ev.EventType) + len(`,"timestamp":`) +
+		len(strconv.AppendInt(digits[:0], ts.UnixMilli(), 10)) + len(`,"payload":`)
+}
+
+func optionalLen(s string) int {
+	if s == "" {
+		return len("null")
+	}
+	return quotedLen(s)
 }
 
 // expanders are reused: an expansion needs a compacted copy of the payload
-// and a node per JSON value, which would otherwise be garbage per event.
+// and a node per place in its schema, which would otherwise be garbage per
+// event.
 var expanders = sync.Pool{New: func() any { return new(expander) }}
 
 // maxPooledBytes keeps a rare huge payload's buffers out of the pool.
 const maxPooledBytes = 1 << 20
 
-// appendConnectExpanded appends ev in the connect-json envelope with the
+// appendConnectExpanded returns ev in the connect-json envelope with the
 // payload expanded: its schema inferred, its value the JSON, compacted.
-// ok is false, and dst unchanged, when the payload is not valid JSON or
-// its schema cannot be inferred (see expander): the event then goes with
-// the payload as a string, and its schema says so.
-func appendConnectExpanded(dst []byte, ev *decode.Event, ts time.Time) (_ []byte, ok bool) {
+// ok is false when the payload is not valid JSON, its schema cannot be
+// inferred (see expander), or the envelope would be larger than limit:
+// the event then goes with the payload as a string, and its schema says
+// so. What cannot fit is found before the payload is copied (its
+// compacted size), or while the schema is inferred and written, each
+// bounded by limit (see expander.maxNodes and appendSchema).
+func appendConnectExpanded(ev *decode.Event, ts time.Time, limit int) (_ []byte, ok bool) {
+	if !validJSON(ev.Payload) {
+		return nil, false
+	}
+	head := len(connectSchemaHead) + len(connectSchemaTail) + connectFieldsLen(ev, ts) + len(`}}`)
+	size := compactLen(ev.Payload)
+	if head+size+len(connectPayloadString) > limit {
+		return nil, false
+	}
 	x := expanders.Get().(*expander)
 	defer func() {
 		if cap(x.doc) <= maxPooledBytes && cap(x.nodes) <= maxPooledBytes/8 {
@@ -142,20 +184,17 @@ func appendConnectExpanded(dst []byte, ev *decode.Event, ts time.Time) (_ []byte
 			expanders.Put(x)
 		}
 	}()
-	if x.doc, ok = appendCompact(x.doc[:0], ev.Payload); !ok {
-		return dst, false
-	}
+	x.doc = appendCompacted(slices.Grow(x.doc[:0], size), ev.Payload)
+	x.maxNodes = (limit - head - size) / minSchemaBytes
 	root, ok := x.infer(x.doc)
 	if !ok {
-		return dst, false
+		return nil, false
 	}
-	if dst == nil {
-		dst = make([]byte, 0, connectSize(ev)+len(x.doc)+64*len(x.nodes))
-	}
-	mark := len(dst)
+	dst := make([]byte, 0, min(head+size+48*len(x.nodes), limit))
 	dst = append(dst, connectSchemaHead...)
-	if dst, ok = x.appendSchema(dst, root, []byte(`"payload"`)); !ok {
-		return dst[:mark], false
+	x.limit = limit - (head - len(connectSchemaHead)) - size
+	if dst, ok = x.appendSchema(dst, root, []byte(`"payload"`)); !ok || len(dst) > x.limit {
+		return nil, false
 	}
 	dst = append(dst, connectSchemaTail...)
 	dst = appendConnectFields(dst, ev, ts)

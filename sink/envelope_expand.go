@@ -28,12 +28,31 @@ import (
 // with an empty or duplicate key (Connect refuses such field names), or
 // nesting deeper than maxExpandDepth (Jackson, JsonConverter's parser,
 // caps a document's nesting at 1000, and each level costs the schema two).
+// A payload whose expanded envelope would be larger than
+// --max-message-bytes goes as a string too (see maxNodes and limit).
 // A consumer of such a topic sees two schemas for the payload field.
+//
+// Its memory is bounded by the schema, not by the payload: an array's
+// elements after the first are merged into the first's schema and their
+// nodes dropped (unless the merge adopted some, see merge), so that
+// [0,0,…] holds two nodes however long it is.
 type expander struct {
 	doc   []byte // the payload, compacted: no white space to skip
 	pos   int
 	nodes []node
+	// maxNodes bounds nodes: each node is at least minSchemaBytes of the
+	// schema written, so more than the envelope's room allows cannot fit.
+	maxNodes int
+	// limit bounds the envelope written by appendSchema.
+	limit int
+	// adopted says merge made a node of the merged value part of the
+	// schema, which must then keep it.
+	adopted bool
 }
+
+// minSchemaBytes is the least a node's schema takes:
+// {"type":"int64","optional":true}.
+const minSchemaBytes = 32
 
 // maxExpandDepth bounds the payload's nesting when expanded.
 const maxExpandDepth = 64
@@ -77,7 +96,7 @@ func (x *expander) add(k kind) int32 {
 }
 
 func (x *expander) value(depth int) (int32, bool) {
-	if depth > maxExpandDepth {
+	if depth > maxExpandDepth || len(x.nodes) >= x.maxNodes {
 		return -1, false
 	}
 	switch x.doc[x.pos] {
@@ -184,14 +203,21 @@ func (x *expander) array(depth int) (int32, bool) {
 		return a, true
 	}
 	for {
+		mark := len(x.nodes)
 		e, ok := x.value(depth + 1)
 		if !ok {
 			return -1, false
 		}
 		if elem := x.nodes[a].child; elem < 0 {
 			x.nodes[a].child = e
-		} else if !x.merge(elem, e) {
-			return -1, false
+		} else {
+			x.adopted = false
+			if !x.merge(elem, e) {
+				return -1, false
+			}
+			if !x.adopted { // e's nodes are no part of the schema
+				x.nodes = x.nodes[:mark]
+			}
 		}
 		x.pos++ // , or ]
 		if x.doc[x.pos-1] == ']' {
@@ -209,6 +235,7 @@ func (x *expander) merge(a, b int32) bool {
 		return true
 	case na.kind == kindNull:
 		x.nodes[a].kind, x.nodes[a].child = nb.kind, nb.child
+		x.adopted = x.adopted || nb.child >= 0
 		return true
 	case na.kind == nb.kind && na.kind < kindArray:
 		return true
@@ -223,6 +250,7 @@ func (x *expander) merge(a, b int32) bool {
 			return true
 		case na.child < 0:
 			x.nodes[a].child = nb.child
+			x.adopted = true
 			return true
 		}
 		return x.merge(na.child, nb.child)
@@ -276,8 +304,12 @@ func (x *expander) uniqueDecoded(s int32, n int) bool {
 
 // appendSchema appends node n's schema in JsonConverter's form, as the
 // field named by the JSON string field when it is not nil; ok is false for
-// an array whose element type is unknown.
+// an array whose element type is unknown, or once dst is longer than
+// limit.
 func (x *expander) appendSchema(dst []byte, n int32, field []byte) (_ []byte, ok bool) {
+	if len(dst) > x.limit {
+		return dst, false
+	}
 	nd := x.nodes[n]
 	dst = append(dst, `{"type":"`...)
 	switch nd.kind {

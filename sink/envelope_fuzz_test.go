@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/outbox-cdc/outbox-cdc/decode"
 )
 
 // TestAppendString: what encoding/json writes (HTML escaping off) for valid
@@ -110,16 +112,29 @@ var envelopeContentTypes = []string{ctJSON, ctText, ctBytes, "application/xml", 
 // checkEnvelopes publishes one payload under each structured envelope and
 // checks that every value is valid UTF-8 JSON, that JsonConverter would
 // read the connect-json ones, and that the CloudEvent gives the payload
-// back.
-func checkEnvelopes(t *testing.T, payload []byte, contentType, id string) {
+// back; then the size bound and the row's header (checkBounded,
+// checkRowHeader).
+func checkEnvelopes(t *testing.T, payload []byte, contentType, id, header string, limit int) {
 	t.Helper()
 	ev := envelopeEvent(string(payload), contentType)
 	ev.ID = id
+	if got, want := quotedLen(payload), len(appendString(nil, payload)); got != want {
+		t.Fatalf("quotedLen(%q) = %d, appendString wrote %d", payload, got, want)
+	}
+	if validJSON(payload) {
+		compact := appendCompacted(nil, payload)
+		var want bytes.Buffer
+		if err := json.Compact(&want, payload); err != nil || !bytes.Equal(compact, want.Bytes()) || compactLen(payload) != len(compact) {
+			t.Fatalf("appendCompact(%q) = %q (compactLen %d), json.Compact %q (%v)", payload, compact, compactLen(payload), want.Bytes(), err)
+		}
+	}
 	for _, cfg := range []Config{{Envelope: EnvelopeCloudEventsStructured}, {Envelope: EnvelopeConnectJSON}, {Envelope: EnvelopeConnectJSON, ConnectExpandPayload: true}} {
+		cfg.MaxMessageBytes = 1 << 30
 		v := shapeOf(cfg).recordValue(ev)
 		if !json.Valid(v) || !utf8.Valid(v) {
 			t.Fatalf("%s (expand %v), payload %q (%s): not valid UTF-8 JSON:\n%s", cfg.Envelope, cfg.ConnectExpandPayload, payload, contentType, v)
 		}
+		checkBounded(t, cfg, ev, v, limit)
 		if cfg.Envelope == EnvelopeConnectJSON {
 			if err := connectCheck(v); err != nil {
 				t.Fatalf("payload %q (%s), expand %v: %v\n%s", payload, contentType, cfg.ConnectExpandPayload, err, v)
@@ -128,6 +143,55 @@ func checkEnvelopes(t *testing.T, payload []byte, contentType, id string) {
 		}
 		if err := cloudEventGivesBack(v, payload); err != nil {
 			t.Fatalf("payload %q (%s): %v\n%s", payload, contentType, err, v)
+		}
+	}
+	checkRowHeader(t, ev, header)
+}
+
+// checkBounded checks the value of ev built under limit against want,
+// built without: the same value, or none when want is larger than the
+// limit (for an expanded payload, its string form may stand in); the
+// sizes said are the values'; valueFloor is a lower bound.
+func checkBounded(t *testing.T, cfg Config, ev *decode.Event, want []byte, limit int) {
+	t.Helper()
+	if floor := shapeOf(cfg).valueFloor(ev); floor > len(want) {
+		t.Fatalf("%s (expand %v), payload %q: floor %d above the value's %d bytes", cfg.Envelope, cfg.ConnectExpandPayload, ev.Payload, floor, len(want))
+	}
+	cfg.MaxMessageBytes = limit
+	v, n, fits := shapeOf(cfg).value(ev)
+	expanded := cfg.ConnectExpandPayload
+	switch {
+	case fits && (len(v) != n || n > limit):
+		t.Fatalf("%s (expand %v), limit %d: a value of %d bytes said to be %d", cfg.Envelope, expanded, limit, len(v), n)
+	case fits && !bytes.Equal(v, want) && !expanded:
+		t.Fatalf("%s, limit %d: %s, without a limit %s", cfg.Envelope, limit, v, want)
+	case !fits && (v != nil || n <= limit):
+		t.Fatalf("%s (expand %v), limit %d: refused a value of %d bytes said to be %d", cfg.Envelope, expanded, limit, len(v), n)
+	case !fits && len(want) <= limit:
+		t.Fatalf("%s (expand %v), limit %d: refused a value of %d bytes (%s)", cfg.Envelope, expanded, limit, len(want), want)
+	}
+}
+
+// checkRowHeader checks that a row's header named name leaves the relay's
+// headers one of each name, case aside, and goes as it is or renamed.
+func checkRowHeader(t *testing.T, ev *decode.Event, name string) {
+	t.Helper()
+	for _, env := range []Envelope{EnvelopeRaw, EnvelopeCloudEvents, EnvelopeCloudEventsStructured, EnvelopeConnectJSON} {
+		s := shapeOf(Config{Envelope: env, MetadataHeaders: true})
+		relay := s.headers(ev)
+		row := *ev
+		row.Headers = []decode.Header{{Key: name, Value: []byte("row")}}
+		hs := s.headers(&row)
+		if len(hs) != len(relay)+1 {
+			t.Fatalf("%s: %d headers with the row's %q, %d without", env, len(hs), name, len(relay))
+		}
+		for _, h := range relay {
+			if k := hs[len(hs)-1].Key; strings.EqualFold(k, h.Key) {
+				t.Fatalf("%s: the row's header %q went as %q, a name the relay writes", env, name, k)
+			}
+		}
+		if k := hs[len(hs)-1].Key; k != name && k != RowHeaderPrefix+name {
+			t.Fatalf("%s: the row's header %q went as %q", env, name, k)
 		}
 	}
 }
@@ -166,18 +230,27 @@ func TestEnvelopesAlwaysParse(t *testing.T) {
 		if i%4 == 0 { // break some
 			payload = payload[:rng.IntN(len(payload)+1)] + randomText(rng)
 		}
-		checkEnvelopes(t, []byte(payload), envelopeContentTypes[rng.IntN(len(envelopeContentTypes))], randomText(rng))
+		checkEnvelopes(t, []byte(payload), envelopeContentTypes[rng.IntN(len(envelopeContentTypes))], randomText(rng),
+			rowHeaderNames[rng.IntN(len(rowHeaderNames))], 200+rng.IntN(800))
 	}
 }
 
-// FuzzEnvelopes: go test -fuzz FuzzEnvelopes ./sink/
+// rowHeaderNames are row headers the fuzz's seeds and the sample use:
+// the relay's own names, in any case, and others.
+var rowHeaderNames = []string{"traceparent", "ce_source", "CE_TYPE", "content-type", "Content-Type", "outbox_cdc.commit_lsn",
+	"OUTBOX_CDC.reason", "id", "Event_Type", "aggregate_type", "x-row-ce_source", "ce", "outbox_cdc"}
+
+// FuzzEnvelopes drives the structured envelopes with a payload, its
+// content type, an id, a row header's name and a --max-message-bytes (from
+// 64 bytes up): go test -run '^$' -fuzz '^FuzzEnvelopes$' -fuzztime 5s ./sink/
+// Its seed corpus is testdata/fuzz/FuzzEnvelopes.
 func FuzzEnvelopes(f *testing.F) {
-	f.Add([]byte(`{"a":[1,2.5,null],"b":{"c":"\u00e9"}}`), uint8(0), "id-1")
-	f.Add([]byte("caf\xe9 \x00"), uint8(1), "\xff")
-	f.Add([]byte(`[{"a":1},{"a":"x"}]`), uint8(2), "")
-	f.Add([]byte(`{"a":1,"\u0061":2}`), uint8(5), "\u2028")
-	f.Fuzz(func(t *testing.T, payload []byte, ct uint8, id string) {
-		checkEnvelopes(t, payload, envelopeContentTypes[int(ct)%len(envelopeContentTypes)], id)
+	f.Add([]byte(`{"a":[1,2.5,null],"b":{"c":"\u00e9"}}`), uint8(0), "id-1", "ce_source", uint16(400))
+	f.Add([]byte("caf\xe9 \x00"), uint8(1), "\xff", "OUTBOX_CDC.lsn", uint16(0))
+	f.Add([]byte(`[{"a":1},{"a":"x"}]`), uint8(2), "", "traceparent", uint16(300))
+	f.Add([]byte(`{"a":1,"\u0061":2}`), uint8(5), "\u2028", "Content-Type", uint16(1000))
+	f.Fuzz(func(t *testing.T, payload []byte, ct uint8, id, header string, limit uint16) {
+		checkEnvelopes(t, payload, envelopeContentTypes[int(ct)%len(envelopeContentTypes)], id, header, 64+int(limit))
 	})
 }
 

@@ -1,7 +1,6 @@
 package sink
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"strings"
@@ -82,20 +81,92 @@ func appendBase64(dst, b []byte) []byte {
 	return append(dst, '"')
 }
 
-// appendCompact appends payload, compacted, when it is one valid JSON
-// value in valid UTF-8 (encoding/json's scanner lets invalid UTF-8 through
-// inside strings, which a Java reader refuses); otherwise dst is returned
-// unchanged with ok false. Compacting validates in the same pass.
-func appendCompact(dst, payload []byte) (_ []byte, ok bool) {
-	if !utf8.Valid(payload) {
-		return dst, false
-	}
-	buf := bytes.NewBuffer(dst)
-	if err := json.Compact(buf, payload); err != nil {
-		return dst, false
-	}
-	return buf.Bytes(), true
+// validJSON says whether payload is one valid JSON value in valid UTF-8.
+// Neither check allocates but for encoding/json's scanner, whose nesting
+// it caps (10000 levels).
+func validJSON(payload []byte) bool {
+	return utf8.Valid(payload) && json.Valid(payload)
 }
+
+// compactLen is the size of payload without white space outside its
+// strings: for valid JSON, the size of its compacted form; for any bytes,
+// a lower bound of every form a structured envelope writes a payload in
+// (a JSON string of it is at least its size, base64 a third more).
+func compactLen(payload []byte) int {
+	n, in := 0, false
+	for i := 0; i < len(payload); i++ {
+		switch c := payload[i]; {
+		case in:
+			n++
+			if c == '\\' && i+1 < len(payload) {
+				i++
+				n++
+			} else if c == '"' {
+				in = false
+			}
+		case c == ' ', c == '\t', c == '\n', c == '\r':
+		default:
+			n++
+			in = c == '"'
+		}
+	}
+	return n
+}
+
+// appendCompacted appends valid JSON payload without its white space
+// outside strings: what json.Compact writes.
+func appendCompacted(dst, payload []byte) []byte {
+	start, in := 0, false
+	for i := 0; i < len(payload); i++ {
+		switch c := payload[i]; {
+		case in:
+			if c == '\\' {
+				i++
+			} else if c == '"' {
+				in = false
+			}
+		case c == ' ', c == '\t', c == '\n', c == '\r':
+			dst = append(dst, payload[start:i]...)
+			start = i + 1
+		case c == '"':
+			in = true
+		}
+	}
+	return append(dst, payload[start:]...)
+}
+
+// quotedLen is the size of appendString's output for s.
+func quotedLen[S ~string | ~[]byte](s S) int {
+	n := 2
+	for i := 0; i < len(s); {
+		b := s[i]
+		if b < utf8.RuneSelf {
+			switch {
+			case b >= 0x20 && b != '"' && b != '\\':
+				n++
+			case b == '"', b == '\\', b == '\b', b == '\f', b == '\n', b == '\r', b == '\t':
+				n += 2
+			default:
+				n += len(`\u0000`)
+			}
+			i++
+			continue
+		}
+		var rb [utf8.UTFMax]byte
+		r, size := utf8.DecodeRune(rb[:copy(rb[:], s[i:])])
+		switch {
+		case r == utf8.RuneError && size == 1, r == '\u2028', r == '\u2029':
+			n += len(`\ufffd`)
+		default:
+			n += size
+		}
+		i += size
+	}
+	return n
+}
+
+// base64Len is the size of appendBase64's output for n bytes.
+func base64Len(n int) int { return 2 + base64.StdEncoding.EncodedLen(n) }
 
 // mediaType is the type/subtype of a content type, lower-cased, without
 // its parameters.

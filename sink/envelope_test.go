@@ -146,7 +146,7 @@ func TestStructuredEnvelopeHeaders(t *testing.T) {
 		if _, ok := headerMap(w.headers(tomb))["content-type"]; ok {
 			t.Errorf("%s: a tombstone has a content-type header", env)
 		}
-		if v := w.deadLetterValue(ev); !json.Valid(v) {
+		if v, _, _ := w.deadLetterValue(ev); !json.Valid(v) {
 			t.Errorf("%s: dead letter value %q, want the record's envelope", env, v)
 		}
 	}
@@ -173,7 +173,7 @@ func TestRawEnvelopesUnchanged(t *testing.T) {
 		if v := w.recordValue(ev); v == nil || len(v) != 0 {
 			t.Errorf("%q: value %#v for no payload, want empty", env, v)
 		}
-		if v := w.deadLetterValue(ev); v != nil {
+		if v, _, _ := w.deadLetterValue(ev); v != nil {
 			t.Errorf("%q: dead letter value %#v for no payload, want nil as before", env, v)
 		}
 	}

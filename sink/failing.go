@@ -145,7 +145,7 @@ func (w *Writer) salvageOne(msg kafka.Message, partition int, m meta) (reason st
 		if m.reason != "" {
 			to = partition
 		}
-		err = w.retry(withoutValue(dl), to)
+		err = w.retry(withoutValue(dl, len(dl.Value)), to)
 	}
 	if err != nil {
 		return m.reason, err

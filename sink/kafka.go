@@ -256,6 +256,9 @@ func (w *Writer) Publish(ctx context.Context, ev *decode.Event, token uint64) er
 		route = w.cfg.Topic
 	}
 	topic := route.Name(ev)
+	if n := w.shape.renamedRowHeaders(ev); n > 0 { // once per event, whatever becomes of it
+		w.cfg.Observer.RowHeadersRenamed(n)
+	}
 	// A payload too large for any record is dead-lettered as such below,
 	// without reading it against its contract first.
 	if len(ev.Payload) <= w.cfg.MaxMessageBytes {
@@ -274,7 +277,16 @@ func (w *Writer) Publish(ctx context.Context, ev *decode.Event, token uint64) er
 		}
 		w.mu.Unlock()
 	}
-	value, settled, err := w.value(ctx, ev, topic, token)
+	// The value is built only if it can fit, and within --max-message-bytes
+	// (see shape.value): a row too large is dead-lettered once, without
+	// its value, and costs a few times the limit, not its payload's size
+	// times the envelope's expansion.
+	value, n, fits := w.shape.value(ev)
+	if !fits {
+		return w.deadLetterTooLarge(ctx, ev, topic, token, fmt.Errorf("record of at least %d bytes exceeds --max-message-bytes %d",
+			len(ev.AggregateID)+n, w.cfg.MaxMessageBytes), n)
+	}
+	value, settled, err := w.value(ctx, ev, topic, token, value)
 	if settled {
 		return err
 	}
@@ -291,8 +303,8 @@ func (w *Writer) Publish(ctx context.Context, ev *decode.Event, token uint64) er
 		WriterData: meta{token: token, lsn: ev.CommitLSN, commit: ev.CommitTime, table: ev.Table, partition: ev.Partition},
 	}
 	if n := recordSize(&msg); n > w.cfg.MaxMessageBytes {
-		return w.deadLetterEvent(ctx, ev, topic, token, &Error{Topic: topic, Reason: ReasonMessageTooLarge,
-			Err: fmt.Errorf("record of %d bytes exceeds --max-message-bytes %d", n, w.cfg.MaxMessageBytes)})
+		return w.deadLetterTooLarge(ctx, ev, topic, token, fmt.Errorf("record of %d bytes exceeds --max-message-bytes %d",
+			n, w.cfg.MaxMessageBytes), len(value))
 	}
 	err = w.write(ctx, msg)
 	var perr *Error

@@ -31,6 +31,9 @@ type Observer interface {
 	// event type's contract, the check's cost over its budget; the event
 	// is dead-lettered too (ReasonContractBudget).
 	ContractOverBudget(eventType string)
+	// RowHeadersRenamed reports n headers of one event's row renamed with
+	// RowHeaderPrefix, being named as headers the relay writes.
+	RowHeadersRenamed(n int)
 }
 
 type nopObserver struct{}
@@ -43,6 +46,7 @@ func (nopObserver) ProduceFailed(string)      {}
 func (nopObserver) PartitionsChanged(string)  {}
 func (nopObserver) ContractViolated(string)   {}
 func (nopObserver) ContractOverBudget(string) {}
+func (nopObserver) RowHeadersRenamed(int)     {}
 
 // acked tells the observer about acknowledged events; dead letters are
 // counted when they are made.

@@ -40,15 +40,14 @@ type registryRefusal interface {
 // help: the registry did not answer, or answered 5xx.
 type registryRetriable interface{ Retriable() bool }
 
-// value is ev's record value, framed by the registry when there is one.
+// value is ev's record value, value, framed by the registry when there is one.
 // A registry that cannot be reached, or fails, is waited for with backoff
 // until it answers or ctx ends, as write waits for a broker: ev is not
 // handed over meanwhile, so nothing after it overtakes it, and ctx's end
 // leaves it to be handed over again. A contract the registry refuses
 // dead-letters ev (ReasonSchemaRegistryRefused); then settled is true and
 // err is Publish's answer, as it is for a failure retrying cannot mend.
-func (w *Writer) value(ctx context.Context, ev *decode.Event, topic string, token uint64) (value []byte, settled bool, err error) {
-	value = w.shape.recordValue(ev)
+func (w *Writer) value(ctx context.Context, ev *decode.Event, topic string, token uint64, value []byte) (_ []byte, settled bool, err error) {
 	if w.cfg.Registry == nil || ev.Tombstone {
 		return value, false, nil
 	}
