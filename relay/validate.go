@@ -89,12 +89,43 @@ func (c Config) validatePostgres() error {
 		return bad("postgres-url", "--postgres-url (or %s) is required, e.g. postgres://user@127.0.0.1:5432/db", envName("postgres-url"))
 	}
 	// Parsed as the driver will parse it at connect time, so that check
-	// --offline calls valid only what run can use. pgconn's error names
-	// the fault with the password already blanked; redact is a belt.
-	if _, err := pgconn.ParseConfig(c.PostgresURL); err != nil {
+	// --offline calls valid only what run can use; but without the files
+	// it names (TLS certificates and keys, a service file), which are the
+	// connecting machine's: check --offline runs in CI or on a laptop.
+	// pgconn's error names the fault with the password already blanked;
+	// redact is a belt.
+	if _, err := pgconn.ParseConfig(withoutFiles(c.PostgresURL)); err != nil {
 		return bad("postgres-url", "--postgres-url cannot be parsed: %s", redact.String(err.Error()))
 	}
 	return nil
+}
+
+// fileSettings are the connection settings that name a file pgconn reads
+// while parsing, the TLS ones first.
+var fileSettings = []string{"sslrootcert", "sslcert", "sslkey", "sslpassword", "service", "servicefile"}
+
+// withoutFiles is conn, a URL or key=value string, with fileSettings
+// emptied: what parsing it judges is then its syntax alone.
+func withoutFiles(conn string) string {
+	if strings.HasPrefix(conn, "postgres://") || strings.HasPrefix(conn, "postgresql://") {
+		u, err := url.Parse(conn)
+		if err != nil {
+			return conn // pgconn says why
+		}
+		q := u.Query()
+		for _, k := range fileSettings {
+			q.Del(k)
+		}
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	// key=value: a later setting overrides an earlier one, and an empty
+	// TLS file is none (a service named here is still read: its mere
+	// presence makes pgconn look it up).
+	for _, k := range fileSettings[:4] {
+		conn += " " + k + "=''"
+	}
+	return conn
 }
 
 // slotName is what Postgres accepts for a replication slot name.
