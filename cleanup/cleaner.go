@@ -78,6 +78,9 @@ type settled struct {
 	act    action
 	reason string // the dead letter's, with bury
 	acked  bool   // acked by the caller already (Hold): counted by Release, not acked
+	// rechecked: its row was not found by a statement, its transaction
+	// was then seen ended, and it is being cleaned once more (see unseen).
+	rechecked bool
 }
 
 // Table is one outbox table and what happens to its rows once their events

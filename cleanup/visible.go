@@ -11,7 +11,7 @@ import (
 // unseen returns the events of batch to settle now, and puts back into
 // ready, to be cleaned again shortly, those whose rows a statement did not
 // find (found: what it returned) because the transaction that inserted
-// them was still in progress for its snapshot.
+// them may not have been visible to its snapshot.
 //
 // The walsender sends a transaction once its commit record is flushed to
 // the WAL; the committing backend makes it visible to other snapshots only
@@ -19,16 +19,15 @@ import (
 // in between. A row published in that window is invisible to the DELETE
 // (or the UPDATE of --mark), which finds nothing and succeeds: acking its
 // event then would confirm the slot past a row never cleaned, left in the
-// table for good. A row not found whose transaction has ended is gone (a
-// replay after a crash cleaned it already, or someone deleted it): its
-// event is settled.
+// table for good. The status is read after the statement, so a commit
+// that completed in between reads "committed" although the statement did
+// not see it: a row not found is settled as gone (a replay after a crash
+// cleaned it already, or someone deleted it) only when a statement run
+// after its transaction was seen ended did not find it either.
 func (c *Cleaner) unseen(ctx context.Context, conn *pgx.Conn, batch []settled, found map[row]bool) ([]settled, error) {
-	missing := func(s settled) bool {
-		return s.act != keep && s.row.xid != 0 && !found[row{table: s.row.table, id: s.row.id}]
-	}
 	var xids []int64
 	for _, s := range batch {
-		if missing(s) {
+		if missing(s, found) {
 			xids = append(xids, int64(s.row.xid))
 		}
 	}
@@ -39,20 +38,39 @@ func (c *Cleaner) unseen(ctx context.Context, conn *pgx.Conn, batch []settled, f
 	if err != nil {
 		return batch, err
 	}
-	var settle, wait []settled
-	for _, s := range batch {
-		if missing(s) && running[s.row.xid] {
-			wait = append(wait, s)
-		} else {
-			settle = append(settle, s)
-		}
-	}
-	if len(wait) > 0 {
+	settle, again := sortUnseen(batch, found, running)
+	if len(again) > 0 {
 		c.mu.Lock()
-		c.ready = append(wait, c.ready...)
+		c.ready = append(again, c.ready...)
 		c.mu.Unlock()
 	}
 	return settle, nil
+}
+
+// missing reports whether s's row should have been found and was not.
+func missing(s settled, found map[row]bool) bool {
+	return s.act != keep && s.row.xid != 0 && !found[row{table: s.row.table, id: s.row.id}]
+}
+
+// sortUnseen splits batch into the events to settle and those to clean
+// again: a row not found whose transaction is still running, or ended
+// only since the statement (as far as can be told: not yet rechecked), is
+// cleaned again, marked rechecked once its transaction is seen ended.
+func sortUnseen(batch []settled, found map[row]bool, running map[uint32]bool) (settle, again []settled) {
+	for _, s := range batch {
+		switch {
+		case !missing(s, found):
+			settle = append(settle, s)
+		case running[s.row.xid]:
+			again = append(again, s)
+		case !s.rechecked:
+			s.rechecked = true
+			again = append(again, s)
+		default:
+			settle = append(settle, s)
+		}
+	}
+	return settle, again
 }
 
 // xactStatus reads the status of 32-bit transaction ids, each widened to
