@@ -3,6 +3,7 @@ package backfill
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -92,21 +93,22 @@ func (o Order) exprs(tb decode.Table, types map[string]string) ([]orderExpr, err
 	return nil, fmt.Errorf("backfill order %q unknown", o)
 }
 
-// after is the condition "the row comes after values" in exprs' order
-// (ascending, NULLs first), binding values as parameters appended to args;
-// it is never NULL, so NOT after(…) is "at or before".
-func after(exprs []orderExpr, values []*string, args *[]any) string {
+// afterKey is the condition "the row comes after values" in exprs' order
+// (ascending, NULLs first), or with orEqual "at or after", binding values
+// as parameters appended to args; it is never NULL, so NOT afterKey(…) is "at
+// or before" (with orEqual, "before").
+func afterKey(exprs []orderExpr, values []*string, args *[]any, orEqual bool) string {
 	if len(exprs) == 0 {
-		return "false"
+		return strconv.FormatBool(orEqual)
 	}
 	e, v := exprs[0], values[0]
 	if v == nil { // every non-NULL value comes after NULL
-		return fmt.Sprintf("(%s IS NOT NULL OR (%s IS NULL AND %s))", e.sql, e.sql, after(exprs[1:], values[1:], args))
+		return fmt.Sprintf("(%s IS NOT NULL OR (%s IS NULL AND %s))", e.sql, e.sql, afterKey(exprs[1:], values[1:], args, orEqual))
 	}
 	*args = append(*args, *v)
 	p := fmt.Sprintf("$%d::text::%s", len(*args), e.typ)
 	// Never NULL: a NULL expression sorts first, so it is not after p.
-	return fmt.Sprintf("(%s IS NOT NULL AND (%s > %s OR (%s = %s AND %s)))", e.sql, e.sql, p, e.sql, p, after(exprs[1:], values[1:], args))
+	return fmt.Sprintf("(%s IS NOT NULL AND (%s > %s OR (%s = %s AND %s)))", e.sql, e.sql, p, e.sql, p, afterKey(exprs[1:], values[1:], args, orEqual))
 }
 
 // ChooseOrder resolves want for tb on the server conn reaches: auto becomes

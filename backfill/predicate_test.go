@@ -32,13 +32,13 @@ func TestAfterCondition(t *testing.T) {
 	exprs := []orderExpr{{"ts", "timestamptz"}, {"id", "uuid"}}
 	v := func(s string) *string { return &s }
 	var args []any
-	got := after(exprs, []*string{v("2024-01-01"), v("a")}, &args)
+	got := afterKey(exprs, []*string{v("2024-01-01"), v("a")}, &args, false)
 	want := "(ts IS NOT NULL AND (ts > $1::text::timestamptz OR (ts = $1::text::timestamptz AND (id IS NOT NULL AND (id > $2::text::uuid OR (id = $2::text::uuid AND false))))))"
 	if got != want || len(args) != 2 {
 		t.Errorf("got %s %v\nwant %s", got, args, want)
 	}
 	args = nil
-	got = after(exprs, []*string{nil, v("a")}, &args)
+	got = afterKey(exprs, []*string{nil, v("a")}, &args, false)
 	want = "(ts IS NOT NULL OR (ts IS NULL AND (id IS NOT NULL AND (id > $1::text::uuid OR (id = $1::text::uuid AND false)))))"
 	if got != want || len(args) != 1 {
 		t.Errorf("NULL timestamp: got %s %v\nwant %s", got, args, want)

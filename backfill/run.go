@@ -71,7 +71,10 @@ func (p *Plan) Run(ctx context.Context, entry Entry) error {
 // on its xmin.)
 func (p *Plan) table(ctx context.Context, snap *Snapshot, j job, entry Entry) error {
 	st := j.state
-	read := &Read{Table: j.table, Where: j.where, Order: st.Order, After: st.After}
+	// At least once, a resume re-reads the rest of its last row's
+	// transaction (Read.Loose); exactly once, the commit says which rows
+	// Kafka holds, and no row of it may be read again.
+	read := &Read{Table: j.table, Where: j.where, Order: st.Order, After: st.After, Loose: p.cfg.Committed == nil}
 	if p.exported == nil { // in the exported snapshot, its last row is recorded (Run)
 		read.Until = st.Last
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pglogrepl"
@@ -118,11 +119,23 @@ func (s *Snapshot) Current(ctx context.Context) (string, error) {
 // Read is what Count and Rows select: a table's rows matching a checked
 // predicate, in Order, after After and up to Until (each nil: no bound).
 type Read struct {
-	Table     decode.Table
-	Where     Predicate
-	Order     Order
-	After     *Key // resume after this row (nil: from the first)
-	Until     *Key // stop after this row (nil: to the end)
+	Table decode.Table
+	Where Predicate
+	Order Order
+	After *Key // resume after this row (nil: from the first)
+	Until *Key // stop after this row (nil: to the end)
+	// Loose compares After and Until on the order's values before its
+	// statement (a row's cmin), both inclusive: a row's cmin is not its
+	// own for good. An UPDATE or a row lock, even one rolled back (a
+	// cleanup statement whose relay was killed, an application's retry
+	// counter), writes its own command id there, so the row of After's
+	// transaction that came after After when it was read may sort before
+	// it now: compared on the whole key, a resume would skip it for good,
+	// published and never marked, or never published at all. Loose re-reads
+	// the rest of After's transaction (with --cleanup, only its rows not
+	// yet cleaned): at least once, duplicates bounded by one transaction's
+	// rows. An order without a statement (OrderID) is compared whole.
+	Loose     bool
 	types     map[string]string
 	exprs     []orderExpr
 	condition string
@@ -143,19 +156,37 @@ func (r *Read) prepare(ctx context.Context, conn *pgx.Conn) error {
 		return err
 	}
 	r.condition = "(" + r.Where.SQL() + ")" // rendered: no comment can swallow what follows
+	cond, err := bounds(r.exprs, r.After, r.Until, r.Loose, &r.args)
+	if err != nil {
+		return fmt.Errorf("backfill of %s: %w (order %s)", quoted(r.Table), err, r.Order)
+	}
+	r.condition += cond
+	return nil
+}
+
+// bounds is the condition " AND …" that a row comes after the key after and
+// at or before until (each nil: no bound), in exprs' order; loose compares
+// them as Read.Loose says.
+func bounds(exprs []orderExpr, after, until *Key, loose bool, args *[]any) (string, error) {
+	n := len(exprs) // how many of a key's values the bounds compare
+	if i := slices.Index(exprs, statement); loose && i > 0 {
+		n = i
+	}
+	cond := ""
 	for _, b := range []struct {
-		key  *Key
-		form string
-	}{{r.After, "%s"}, {r.Until, "NOT %s"}} {
+		key     *Key
+		form    string
+		orEqual bool
+	}{{after, "%s", n < len(exprs)}, {until, "NOT %s", false}} {
 		if b.key == nil {
 			continue
 		}
-		if len(b.key.Values) != len(r.exprs) {
-			return fmt.Errorf("backfill of %s: a recorded key has %d values, the order %q %d", quoted(r.Table), len(b.key.Values), r.Order, len(r.exprs))
+		if len(b.key.Values) != len(exprs) {
+			return "", fmt.Errorf("a recorded key has %d values, the order %d", len(b.key.Values), len(exprs))
 		}
-		r.condition += " AND " + fmt.Sprintf(b.form, after(r.exprs, b.key.Values, &r.args))
+		cond += " AND " + fmt.Sprintf(b.form, afterKey(exprs[:n], b.key.Values[:n], args, b.orEqual))
 	}
-	return nil
+	return cond, nil
 }
 
 // Last returns the key of r's last row in its order (nil: none).
