@@ -61,8 +61,9 @@ const predicateTimeout = "30s"
 // CheckPredicate judges where for a backfill of tb: ParsePredicate, then,
 // in a read-only transaction with a statement timeout and the backfill's
 // search_path, it has the server plan the backfill's SELECT: the plan must
-// read tb alone, without a subplan. A predicate that does not parse or
-// names what tb lacks is an error saying so.
+// read tb alone, without a subplan; and no column it reads may be of a
+// type outside pg_catalog (judgeColumnTypes). A predicate that does not
+// parse or names what tb lacks is an error saying so.
 func CheckPredicate(ctx context.Context, conn *pgx.Conn, tb decode.Table, where string) (Predicate, error) {
 	p, err := ParsePredicate(where)
 	if err != nil {
@@ -96,6 +97,13 @@ func CheckPredicate(ctx context.Context, conn *pgx.Conn, tb decode.Table, where 
 		return Predicate{}, fmt.Errorf("check --backfill-where: %w", err)
 	}
 	if why := judgePlan(plan, tb); why != "" {
+		return fail("%s", why)
+	}
+	types, err := predicateColumnTypes(ctx, tx, tb, p)
+	if err != nil {
+		return Predicate{}, fmt.Errorf("check --backfill-where: %w", err)
+	}
+	if why := judgeColumnTypes(p, types); why != "" {
 		return fail("%s", why)
 	}
 	return p, nil

@@ -16,9 +16,10 @@ import (
 // so no function or operator of the same name elsewhere can stand in.
 
 // allowedFuncs are the functions a predicate may call, by name. All are
-// immutable, except now() and date_trunc, date_part and casts over
+// immutable, except now(), age(x) (which reads current_date), date(x),
+// to_timestamp(text, text), and date_trunc, date_part and casts over
 // timestamptz, which are stable: they read the transaction's start time and
-// the session's TimeZone, which the backfill sets, and nothing else.
+// the session's settings (TimeZone, DateStyle, lc_time), and nothing else.
 var allowedFuncs = setOf(
 	// text
 	"lower", "upper", "length", "char_length", "character_length", "octet_length",
@@ -26,7 +27,7 @@ var allowedFuncs = setOf(
 	// numbers
 	"abs", "round", "floor", "ceil", "ceiling", "trunc", "mod", "sign",
 	// time
-	"now", "date_trunc", "date_part",
+	"now", "date_trunc", "date_part", "to_timestamp", "age", "date",
 	// jsonb (and json)
 	"jsonb_typeof", "jsonb_array_length", "json_typeof", "json_array_length",
 	// conditional expressions
@@ -45,26 +46,31 @@ var specialForms = setOf("cast", "extract", "position", "substring", "trim")
 var timeValues = setOf("current_date", "current_time", "current_timestamp", "localtime", "localtimestamp")
 
 // allowedOps are the operators a predicate may use: comparison,
-// arithmetic, text concatenation and jsonb access and containment.
+// arithmetic, text concatenation, regular-expression matches (immutable:
+// the pattern is the operand's, nothing else is read) and jsonb access and
+// containment.
 var (
 	comparisonOps = setOf("=", "<>", "!=", "<", ">", "<=", ">=")
 	additiveOps   = setOf("+", "-")
 	multiplyOps   = setOf("*", "/", "%")
-	otherOps      = setOf("||", "->", "->>", "#>", "#>>", "?", "?|", "?&", "@>", "<@")
+	regexOps      = setOf("~", "~*", "!~", "!~*")
+	otherOps      = union(regexOps, setOf("||", "->", "->>", "#>", "#>>", "?", "?|", "?&", "@>", "<@"))
 )
 
 // allowedTypes are the types a predicate may cast to (::type, CAST, or a
-// typed constant such as interval '7 days'): plain values, never a
-// catalogue type (regclass, regproc, oid, …), whose input functions look
-// names up and read the catalogue.
-var allowedTypes = setOf("text", "varchar", "character varying",
+// typed constant such as interval '7 days'), and arrays of them (::text[]):
+// plain values, never a catalogue type (regclass, regproc, oid, …), whose
+// input functions look names up and read the catalogue.
+var allowedTypes = setOf("text", "varchar", "character varying", "char", "character",
 	"int", "integer", "int2", "int4", "int8", "smallint", "bigint",
 	"numeric", "decimal", "real", "float4", "float8", "double precision",
-	"boolean", "bool", "date", "timestamp", "timestamptz",
+	"boolean", "bool", "date", "timestamp", "timestamptz", "time", "timetz",
 	"interval", "uuid", "json", "jsonb")
 
-// typeModifiers are the allowed types that take a modifier, (n) or (p,s).
-var typeModifiers = setOf("varchar", "character varying", "numeric", "decimal")
+// typeModifiers are the allowed types that take a modifier, (n), (p) or
+// (p,s).
+var typeModifiers = setOf("varchar", "character varying", "char", "character", "numeric", "decimal",
+	"timestamp", "timestamptz", "time", "timetz")
 
 // keywords are PostgreSQL's reserved keywords and those that begin an
 // expression of their own (its documentation's "reserved", "reserved (can
@@ -98,6 +104,14 @@ func setOf(names ...string) map[string]bool {
 	m := make(map[string]bool, len(names))
 	for _, n := range names {
 		m[n] = true
+	}
+	return m
+}
+
+func union(sets ...map[string]bool) map[string]bool {
+	m := map[string]bool{}
+	for _, s := range sets {
+		maps.Copy(m, s)
 	}
 	return m
 }

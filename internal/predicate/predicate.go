@@ -23,6 +23,7 @@ type Expr struct {
 	funcs []string // names called as functions
 	ops   []string // operators used
 	toks  []token  // as Parse read them, which Restrict reads again
+	cols  []Column // the columns it reads, when ParseRestricted judged it
 }
 
 // String returns the expression as given.
@@ -72,7 +73,7 @@ func Parse(flag, where string) (Expr, error) {
 			return fail("a semicolon: the predicate must be one expression, not statements")
 		case t.kind == tokParam:
 			return fail("parameter %s: write the value itself", t.text)
-		case t.kind == tokWord && slices.Contains(queryKeywords, t.text):
+		case t.kind == tokWord && slices.Contains(queryKeywords, t.text) && !zoneWith(toks, i):
 			return fail("%q: a subquery or another statement is not allowed; the predicate is one boolean expression over the outbox table's own columns", strings.ToUpper(t.text))
 		case t.kind == tokPunct && (t.text == "(" || t.text == "["):
 			depth[t.text]++
@@ -95,6 +96,27 @@ func Parse(flag, where string) (Expr, error) {
 	}
 	e.toks = toks
 	return e, nil
+}
+
+// zoneWith reports whether toks[i], a WITH, is the one of SQL's type names
+// timestamp [(p)] with time zone and time [(p)] with time zone: right after
+// the type (and its precision), right before TIME ZONE, where no query can
+// begin.
+func zoneWith(toks []token, i int) bool {
+	isWord := func(j int, w string) bool {
+		return j >= 0 && j < len(toks) && toks[j].kind == tokWord && toks[j].text == w
+	}
+	isPunct := func(j int, s string) bool {
+		return j >= 0 && toks[j].kind == tokPunct && toks[j].text == s
+	}
+	if !isWord(i, "with") || !isWord(i+1, "time") || !isWord(i+2, "zone") {
+		return false
+	}
+	typ := i - 1
+	if isPunct(i-1, ")") && i >= 4 && toks[i-2].kind == tokNumber && isPunct(i-3, "(") {
+		typ = i - 4 // a precision: timestamp(3) with time zone
+	}
+	return isWord(typ, "timestamp") || isWord(typ, "time")
 }
 
 // render joins toks as written, one space between each, and checks that

@@ -32,6 +32,13 @@ func TestParse(t *testing.T) {
 		{where: "x = $tag$ never closed", err: "unterminated"},
 		{where: "/* /* nested */ still a comment ; ", err: "unterminated comment"},
 		{where: "   ", err: "empty"},
+		{where: "t::timestamp with time zone > now() AND t::time(3) with time zone IS NULL"},
+		{where: "t::timestamp(3) with time zone > timestamp with time zone '2024-01-01'"},
+		{where: "t::text with time zone IS NULL", err: `"WITH"`},
+		{where: "timestamp with ordinality", err: `"WITH"`},
+		{where: "timestamp with time", err: `"WITH"`},
+		{where: "with time zone", err: `"WITH"`},
+		{where: "f(3) with time zone", err: `"WITH"`},
 		{where: `U&"d\0061t\+000061" = 1`},
 	} {
 		p, err := Parse("--backfill-where", tc.where)

@@ -18,9 +18,11 @@ func ParseRestricted(flag, where string) (Expr, error) {
 	if at, ok := firstComment(where); ok {
 		return Expr{}, fmt.Errorf("%s %q: a comment at offset %d: comments are not allowed in %s", flag, where, at, flag)
 	}
-	if err := Restrict(flag, e); err != nil {
+	cols, err := restrict(flag, e)
+	if err != nil {
 		return Expr{}, err
 	}
+	e.cols = cols
 	return e, nil
 }
 
@@ -29,8 +31,9 @@ func ParseRestricted(flag, where string) (Expr, error) {
 // does not know: the outbox row's columns by name, constants ('…' and E'…'
 // strings, decimal numbers, TRUE, FALSE, NULL, typed constants such as
 // interval '7 days'), AND, OR, NOT, IS [NOT] NULL|TRUE|FALSE|UNKNOWN|
-// DISTINCT FROM, [NOT] IN (…), [NOT] BETWEEN, [NOT] LIKE|ILIKE, and the
-// functions, operators and casts of the allow-lists (allow.go). So it
+// DISTINCT FROM, [NOT] IN (…), [NOT] BETWEEN, [NOT] LIKE|ILIKE|SIMILAR TO,
+// op ANY|SOME|ALL (…), ARRAY[…], CASE, AT TIME ZONE, and the functions,
+// operators and casts of the allow-lists (allow.go). So it
 // holds no subquery, no qualified name (another schema's function, another
 // relation's column), no catalogue type, no function reading anything but
 // its arguments and the clock.
@@ -41,15 +44,21 @@ func ParseRestricted(flag, where string) (Expr, error) {
 // catalogue grows with every release and extension, and this is
 // deterministic and tested without one.
 func Restrict(flag string, e Expr) error {
+	_, err := restrict(flag, e)
+	return err
+}
+
+// restrict is Restrict, returning the columns e names.
+func restrict(flag string, e Expr) ([]Column, error) {
 	p := restrictedParser{flag: flag, toks: e.toks}
 	err := p.orExpr()
 	if err == nil && p.pos < len(p.toks) {
 		err = p.unexpected()
 	}
 	if err != nil {
-		return fmt.Errorf("%s %q: %w", flag, e.expr, err)
+		return nil, fmt.Errorf("%s %q: %w", flag, e.expr, err)
 	}
-	return nil
+	return p.cols, nil
 }
 
 // firstComment returns the offset of src's first comment, if any.
@@ -80,13 +89,14 @@ const tokEnd tokenKind = -1
 
 // restrictedParser reads an expression's tokens by recursive descent,
 // following PostgreSQL's precedence (lowest first): OR, AND, NOT, IS,
-// comparison, IN/BETWEEN/LIKE, other operators, + -, * / %, unary + -,
-// ::. Each method reads one level and returns an error at the first token
-// it does not accept.
+// comparison, IN/BETWEEN/LIKE/SIMILAR, other operators, + -, * / %, AT
+// TIME ZONE, unary + -, ::. Each method reads one level and returns an
+// error at the first token it does not accept.
 type restrictedParser struct {
 	flag string
 	toks []token
 	pos  int
+	cols []Column // the columns read so far
 }
 
 func (p *restrictedParser) peekAt(n int) token {
@@ -236,19 +246,20 @@ func (p *restrictedParser) comparison() error {
 	}
 	if p.op(comparisonOps) {
 		p.pos++
-		return p.pattern()
+		return p.rightOperand(true, p.pattern)
 	}
 	return nil
 }
 
 // pattern reads [NOT] IN (…), [NOT] BETWEEN … AND …, [NOT] LIKE|ILIKE …
+// [ESCAPE …] (or LIKE|ILIKE ANY|SOME|ALL (…)), [NOT] SIMILAR TO …
 // [ESCAPE …] after an operand.
 func (p *restrictedParser) pattern() error {
 	if err := p.other(); err != nil {
 		return err
 	}
 	if p.word("not") {
-		if n := p.peekAt(1); n.kind != tokWord || !setOf("in", "between", "like", "ilike")[n.text] {
+		if n := p.peekAt(1); n.kind != tokWord || !setOf("in", "between", "like", "ilike", "similar")[n.text] {
 			return nil // NOT begins nothing here: the caller says what follows
 		}
 		p.pos++
@@ -272,9 +283,15 @@ func (p *restrictedParser) pattern() error {
 			return err
 		}
 		return p.other()
-	case p.word("like", "ilike"):
+	case p.word("like", "ilike", "similar"):
+		similar := p.word("similar")
 		p.pos++
-		if err := p.other(); err != nil {
+		if similar {
+			if err := p.expectWord("to"); err != nil {
+				return err
+			}
+		}
+		if err := p.rightOperand(!similar, p.other); err != nil {
 			return err
 		}
 		if p.word("escape") {
@@ -286,21 +303,23 @@ func (p *restrictedParser) pattern() error {
 }
 
 // other reads the operators of the "any other operator" precedence: text
-// concatenation, jsonb access and containment.
+// concatenation, regular-expression matches, jsonb access and containment.
 func (p *restrictedParser) other() error { return p.binary(otherOps, p.additive) }
 func (p *restrictedParser) additive() error {
 	return p.binary(additiveOps, p.multiplicative)
 }
-func (p *restrictedParser) multiplicative() error { return p.binary(multiplyOps, p.unary) }
+func (p *restrictedParser) multiplicative() error { return p.binary(multiplyOps, p.atTimeZone) }
 
-// binary reads next, then next again after each operator of ops.
+// binary reads next, then next again after each operator of ops (or a
+// quantified operand after a regular-expression match: x ~ ANY (…)).
 func (p *restrictedParser) binary(ops map[string]bool, next func() error) error {
 	if err := next(); err != nil {
 		return err
 	}
 	for p.op(ops) {
+		regex := regexOps[p.peek().text]
 		p.pos++
-		if err := next(); err != nil {
+		if err := p.rightOperand(regex, next); err != nil {
 			return err
 		}
 	}
@@ -312,9 +331,11 @@ func (p *restrictedParser) unary() error {
 		p.pos++
 		return p.unary()
 	}
+	start, col := p.pos, len(p.cols)
 	if err := p.primary(); err != nil {
 		return err
 	}
+	p.castColumn(start, col, p.peek().kind == tokOp && p.peek().text == "::")
 	for p.peek().kind == tokOp && p.peek().text == "::" {
 		p.pos++
 		if err := p.typeName(true); err != nil {

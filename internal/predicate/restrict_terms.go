@@ -30,6 +30,7 @@ func (p *restrictedParser) primary() error {
 		if p.punct("(") {
 			return fmt.Errorf("a quoted name called as a function (%q) is not allowed in %s: call allowed functions unquoted", t.text, p.flag)
 		}
+		p.cols = append(p.cols, Column{Name: t.text})
 		return p.noQualifier()
 	case tokWord:
 		return p.wordTerm()
@@ -72,7 +73,8 @@ func (p *restrictedParser) noQualifier() error {
 }
 
 // wordTerm reads what begins with an unquoted word: a constant, a time
-// value, a special form, a function call, a typed constant or a column.
+// value, a special form, an ARRAY[…] or a CASE, a function call, a typed
+// constant or a column.
 func (p *restrictedParser) wordTerm() error {
 	w, next := p.peek().text, p.peekAt(1)
 	call := next.kind == tokPunct && next.text == "("
@@ -94,12 +96,21 @@ func (p *restrictedParser) wordTerm() error {
 	case call && specialForms[w]:
 		p.pos += 2
 		return p.specialForm(w)
+	case w == "array" && next.kind == tokPunct && next.text == "[":
+		p.pos += 2
+		if err := p.arrayElements(); err != nil {
+			return err
+		}
+		return p.noQualifier()
+	case w == "case":
+		p.pos++
+		return p.caseExpr()
 	case call:
 		return p.call(w)
 	case next.kind == tokPunct && next.text == ".":
 		p.pos++
 		return p.unexpected()
-	case next.kind == tokString || next.kind == tokWord && typeStarts[w][next.text]:
+	case next.kind == tokString || next.kind == tokWord && (typeStarts[w][next.text] || zoneTypes[w] && zoneWords[next.text]):
 		// A typed constant: type 'text'.
 		if err := p.typeName(false); err != nil {
 			return err
@@ -109,6 +120,7 @@ func (p *restrictedParser) wordTerm() error {
 		return fmt.Errorf("%q is a keyword, not a column of the outbox table, where it stands (write a column of that name quoted: %q)", w, w)
 	}
 	p.pos++ // a column of the outbox table: the server says whether it has one
+	p.cols = append(p.cols, Column{Name: w})
 	return nil
 }
 
@@ -130,9 +142,11 @@ func (p *restrictedParser) call(name string) error {
 func (p *restrictedParser) specialForm(name string) error {
 	switch name {
 	case "cast": // CAST(expr AS type)
+		start, col := p.pos, len(p.cols)
 		if err := p.orExpr(); err != nil {
 			return err
 		}
+		p.castColumn(start, col, p.word("as"))
 		if err := p.expectWord("as"); err != nil {
 			return err
 		}
@@ -189,16 +203,23 @@ func (p *restrictedParser) fromForList(trim bool) error {
 	}
 }
 
-// typeStarts are the words that begin a type name of several
-// (timestamp with time zone is written timestamptz: Parse refuses WITH).
+// typeStarts are the words that begin a type name of several.
 var typeStarts = map[string]map[string]bool{
 	"double":    setOf("precision"),
 	"character": setOf("varying"),
 }
 
+// zoneTypes are the types that WITH|WITHOUT TIME ZONE may follow (after
+// their precision, if any): Parse lets WITH through there alone.
+var (
+	zoneTypes = setOf("timestamp", "time")
+	zoneWords = setOf("with", "without")
+)
+
 // typeName reads an allowed type, after :: or AS (with a modifier when
-// mods and the type takes one), or before a typed constant's string.
-func (p *restrictedParser) typeName(mods bool) error {
+// cast and the type takes one, and [] for an array of it), or before a
+// typed constant's string.
+func (p *restrictedParser) typeName(cast bool) error {
 	t := p.peek()
 	switch t.kind {
 	case tokQuoted:
@@ -219,20 +240,43 @@ func (p *restrictedParser) typeName(mods bool) error {
 	if !allowedTypes[name] {
 		return fmt.Errorf("a cast to %s is not allowed in %s; allowed: %s", name, p.flag, listed(allowedTypes))
 	}
-	if mods && typeModifiers[name] && p.punct("(") {
+	if cast && typeModifiers[name] && p.punct("(") {
 		p.pos++
-		for {
-			if t := p.peek(); t.kind != tokNumber || !decimal.MatchString(t.text) {
-				return p.unexpected()
-			}
-			p.pos++
-			if !p.punct(",") {
-				return p.expectPunct(")")
-			}
-			p.pos++
+		if err := p.typeModifier(); err != nil {
+			return err
+		}
+	}
+	if zoneTypes[name] && p.word("with", "without") {
+		p.pos++
+		if err := p.expectWord("time"); err != nil {
+			return err
+		}
+		if err := p.expectWord("zone"); err != nil {
+			return err
+		}
+	}
+	for cast && p.punct("[") {
+		p.pos++
+		if err := p.expectPunct("]"); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// typeModifier reads a type's modifier, (n) or (p,s), past its opening
+// parenthesis.
+func (p *restrictedParser) typeModifier() error {
+	for {
+		if t := p.peek(); t.kind != tokNumber || !decimal.MatchString(t.text) {
+			return p.unexpected()
+		}
+		p.pos++
+		if !p.punct(",") {
+			return p.expectPunct(")")
+		}
+		p.pos++
+	}
 }
 
 func keysOf(m map[string]bool) []string {

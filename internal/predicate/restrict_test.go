@@ -46,6 +46,21 @@ var restrictedCases = []struct {
 	{where: "s <> 'a;b--c/*d' AND t = 'it''s'"},
 	{where: "NOT (a = 1)"},
 	{where: "outbox::text like '%x%'"},
+	// Regular expressions, quantified comparisons, arrays, AT TIME ZONE,
+	// SIMILAR TO and CASE, over the row's values alone.
+	{where: "event_type ~ '^Order' AND event_type ~* 'x' AND event_type !~ 'y' AND event_type !~* 'z'"},
+	{where: "tenant_id = any('{1,2}'::int[]) AND id <> all('{}'::uuid[]) AND s = some(array['a']::text[])"},
+	{where: "x = ARRAY[1] AND x = any(array[[1,2],[3,4]]) AND x = any(array[]::int[]) AND x::text[] = '{}'"},
+	{where: "event_type like any(array['Order%','Invoice%']) AND event_type not ilike all('{x%}') AND event_type ~ any('{^a,^b}')"},
+	{where: "event_type not similar to 'Test!_%' escape '!' AND s similar to '(a|b)%'"},
+	{where: "case status when 'a' then 1 when 'b' then 2 else 3 end > 1 AND CASE WHEN a THEN b END"},
+	{where: "created_at at time zone 'UTC' at time zone 'Europe/Paris' > localtimestamp AND now() at time zone 'UTC' > t + interval '1 hour' at time zone 'UTC'"},
+	// Types written in SQL's long forms, with modifiers, and as arrays.
+	{where: "t::timestamp with time zone > now() AND t::timestamp without time zone < localtimestamp AND u::time with time zone > current_time AND u::time < localtime"},
+	{where: "t::timestamptz(3) > now() AND n::numeric(10,2) > 0 AND s::varchar(20) = 'a' AND c::char(1) = 'y' AND c::character(1) = 'y' AND u::timetz(0) IS NULL"},
+	{where: "CAST(t AS timestamp(3) with time zone) > now() AND timestamp with time zone '2024-01-01 00:00Z' < t AND time '12:00' > u"},
+	// Time functions of their arguments and the clock.
+	{where: "to_timestamp(epoch_s) < now() AND to_timestamp(s, 'YYYY-MM-DD') < now() AND age(t) > interval '1 day' AND age(now(), t) < interval '1 hour' AND date(t) = current_date"},
 
 	// The reviewer's: functions reading other tables, refused by name.
 	{where: "table_to_xml('public.users'::regclass,true,false,'')::text like '%admin%'", err: "table_to_xml is not allowed in --backfill-where; allowed: "},
@@ -76,17 +91,40 @@ var restrictedCases = []struct {
 	{where: "CAST(x AS regtype) IS NULL", err: "a cast to regtype is not allowed"},
 	{where: `x::"text" = 'a'`, err: "a cast to a quoted type name"},
 	{where: "x::pg_catalog.text = 'a'", err: "qualified name"},
-	{where: "x::text[] = '{}'", err: `"["`},
+	{where: "x::text[1] = '{}'", err: `unexpected "1"`},
+	{where: "x::regclass[] IS NULL", err: "a cast to regclass is not allowed"},
+	{where: "x::oid[] IS NULL", err: "a cast to oid is not allowed"},
+	{where: "x = any('{a}'::pg_catalog.text[])", err: "qualified name"},
+	{where: "x::text with time zone IS NULL", err: `"WITH"`},
+	{where: "x::timestamp with local time zone IS NULL", err: `"WITH"`},
 	{where: "regclass 'pg_authid' IS NOT NULL", err: "regclass"},
 	// Names that are not the row's own columns.
 	{where: "current_user = 'postgres'", err: `"current_user" is a keyword`},
 	{where: "session_user <> user", err: `"session_user" is a keyword`},
 	{where: "current_schema = 'public'", err: `"current_schema" is a keyword`},
 	{where: "current_catalog = 'db'", err: `"current_catalog" is a keyword`},
-	{where: "x = ARRAY[1]", err: `"array" is a keyword`},
+	{where: "x = any(array(x))", err: "array is not allowed"},
+	{where: "array[1][1] = 1", err: `"["`},
 	{where: "a[1] = 2", err: `"["`},
 	{where: "(payload).f = 1", err: "qualified name"},
-	{where: "CASE WHEN a THEN b END", err: `"case" is a keyword`},
+	{where: "CASE WHEN a THEN b", err: "ends early"},
+	{where: "CASE END", err: `"end" is a keyword`},
+	{where: "CASE a END", err: `unexpected "end"`},
+	// The new forms hold nothing but restricted expressions.
+	{where: "x = any(select id from secrets)", err: `"SELECT"`},
+	{where: "x = any(array[(select 1)])", err: `"SELECT"`},
+	{where: "x = any(array(select 1))", err: `"SELECT"`},
+	{where: "x = any(table_to_xml('t'::text, true, false, '')::text[])", err: "table_to_xml is not allowed"},
+	{where: "x = any(array['a'] || current_setting('x'))", err: "current_setting is not allowed"},
+	{where: "case when table_to_xml('t'::text, true, false, '')::text like '%a%' then true end", err: "table_to_xml is not allowed"},
+	{where: "case when true then current_setting('x') end = 'y'", err: "current_setting is not allowed"},
+	{where: "case current_setting('x') when 'y' then true end", err: "current_setting is not allowed"},
+	{where: "x at time zone current_setting('TimeZone') < now()", err: "current_setting is not allowed"},
+	{where: "x similar to 'a' escape current_setting('x')", err: "current_setting is not allowed"},
+	{where: "x ~ pg_read_file('/etc/passwd')", err: "pg_read_file is not allowed"},
+	{where: "x || any('{a}') = 'a'", err: "any is not allowed"},
+	{where: "x = any('{a}') || 'b'", err: `unexpected "||"`},
+	{where: "x similar 'a'", err: `unexpected "'a'"`},
 	// Subqueries, statements, comments, odd strings.
 	{where: "id IN (SELECT id FROM secrets)", err: `"SELECT"`},
 	{where: "EXISTS (SELECT 1)", err: `"SELECT"`},
@@ -99,7 +137,8 @@ var restrictedCases = []struct {
 	{where: "status = U&'a'", err: "only '…' and E'…' strings"},
 	{where: "status = B'01'", err: "only '…' and E'…' strings"},
 	{where: "n = 0x1F", err: "number"},
-	{where: "status ~ 'a'", err: `operator "~" is not allowed`},
+	{where: "status ~~ 'a'", err: `operator "~~" is not allowed`},
+	{where: "status ~- 'a'", err: `operator "~-" is not allowed`},
 	{where: "n<-1", err: `operator "<-" is not allowed`},
 	{where: "s OPERATOR(pg_catalog.=) 'a'", err: `unexpected "operator"`},
 	{where: "a = 1 b", err: `unexpected "b"`},
@@ -110,7 +149,8 @@ var restrictedCases = []struct {
 	{where: "lower(VARIADIC s) = 'a'", err: `"variadic" is a keyword`},
 	{where: "lower(DISTINCT s) = 'a'", err: `"distinct" is a keyword`},
 	{where: "s COLLATE \"C\" = 'a'", err: `"collate"`},
-	{where: "created_at AT TIME ZONE 'UTC' > now()", err: `"at"`},
+	{where: "created_at AT LOCAL > now()", err: `unexpected "at"`},
+	{where: "created_at AT TIME 'UTC' > now()", err: `unexpected "at"`},
 }
 
 func TestParseRestricted(t *testing.T) {
@@ -142,5 +182,35 @@ func TestRestrictParsed(t *testing.T) {
 	}
 	if err := Restrict("--where", e); err == nil || !strings.HasPrefix(err.Error(), "--where") || !strings.Contains(err.Error(), "current_setting is not allowed") {
 		t.Errorf("a --where calling current_setting: %v", err)
+	}
+}
+
+// TestRestrictedColumns: ParseRestricted says which columns a predicate
+// reads, and which of them it casts at once (so compares as the cast's
+// built-in type, not as the column's own).
+func TestRestrictedColumns(t *testing.T) {
+	for _, tc := range []struct {
+		where string
+		want  string // name, with :: when cast at once
+	}{
+		{"email = 'a'", "email"},
+		{"email::text = 'a' AND CAST(email AS text) = 'b'", "email:: email::"},
+		{`lower("Nick") = 'd' AND extract(epoch from created_at) > 0`, "Nick created_at"},
+		{"(x)::text = 'a' AND -y::int < 0 AND CAST(-z AS int) < 0 AND CAST(z || 'a' AS text) = 'a'", "x y:: z z"},
+		{"case s when 'a' then t end = any(array[u]) AND v at time zone 'UTC' < now()", "s t u v"},
+		{"interval '1 day' > age(now(), created_at) AND date '2024-01-01' < d", "created_at d"},
+	} {
+		e, err := ParseRestricted("--backfill-where", tc.where)
+		if err != nil {
+			t.Errorf("%q: %v", tc.where, err)
+			continue
+		}
+		var got []string
+		for _, c := range e.Columns() {
+			got = append(got, c.Name+map[bool]string{true: "::"}[c.Cast])
+		}
+		if strings.Join(got, " ") != tc.want {
+			t.Errorf("%q: columns %q, want %q", tc.where, strings.Join(got, " "), tc.want)
+		}
 	}
 }
