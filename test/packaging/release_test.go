@@ -91,6 +91,20 @@ func fileSHA(t *testing.T, path string) string {
 // file 0644, all owned by root.
 func checkModes(t *testing.T, path string) {
 	t.Helper()
+	eachEntry(t, path, func(h *tar.Header, _ io.Reader) {
+		want := int64(0o644)
+		if h.Typeflag == tar.TypeDir || filepath.Base(h.Name) == "outbox-cdc" {
+			want = 0o755
+		}
+		if h.Mode&0o7777 != want || h.Uid != 0 || h.Gid != 0 {
+			t.Errorf("%s: mode %04o uid %d gid %d, want %04o root", h.Name, h.Mode&0o7777, h.Uid, h.Gid, want)
+		}
+	})
+}
+
+// eachEntry calls fn with each entry of a .tar.gz, in the archive's order.
+func eachEntry(t *testing.T, path string, fn func(h *tar.Header, r io.Reader)) {
+	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +112,7 @@ func checkModes(t *testing.T, path string) {
 	defer f.Close()
 	gz, err := gzip.NewReader(f)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: %v", path, err)
 	}
 	tr := tar.NewReader(gz)
 	for {
@@ -107,15 +121,9 @@ func checkModes(t *testing.T, path string) {
 			return
 		}
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%s: %v", path, err)
 		}
-		want := int64(0o644)
-		if h.Typeflag == tar.TypeDir || filepath.Base(h.Name) == "outbox-cdc" {
-			want = 0o755
-		}
-		if h.Mode&0o7777 != want || h.Uid != 0 || h.Gid != 0 {
-			t.Errorf("%s: mode %04o uid %d gid %d, want %04o root", h.Name, h.Mode&0o7777, h.Uid, h.Gid, want)
-		}
+		fn(h, tr)
 	}
 }
 
@@ -135,38 +143,21 @@ func prefixed(p string, names []string) []string {
 // untar extracts a .tar.gz into dir and returns its files' names, sorted.
 func untar(t *testing.T, path, dir string) []string {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	gz, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
 	var names []string
-	tr := tar.NewReader(gz)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
+	eachEntry(t, path, func(h *tar.Header, r io.Reader) {
 		if h.Typeflag != tar.TypeReg {
-			continue
+			return
 		}
 		names = append(names, h.Name)
 		dst := filepath.Join(dir, filepath.Clean(h.Name))
 		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		b, _ := io.ReadAll(tr)
+		b, _ := io.ReadAll(r)
 		if err := os.WriteFile(dst, b, os.FileMode(h.Mode)&0o755); err != nil {
 			t.Fatal(err)
 		}
-	}
+	})
 	sort.Strings(names)
 	return names
 }
