@@ -10,7 +10,7 @@ PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 IMAGE_PLATFORMS ?= linux/amd64 linux/arm64
 RELEASE := VERSION=$(VERSION) COMMIT=$(COMMIT) PLATFORMS="$(PLATFORMS)" IMAGE_PLATFORMS="$(IMAGE_PLATFORMS)" scripts/release.sh
 
-.PHONY: build dist image image-context release setup setup-tests demo test test-exactly test-cluster test-faults test-matrix test-analytics test-engine test-short bench bench-analytics bench-compare bench-backfill bench-messages fuzz fuzz-short clean
+.PHONY: build dist image image-context release setup setup-tests demo test test-exactly test-cluster test-faults test-matrix test-analytics test-engine test-kafka4 test-short bench bench-analytics bench-compare bench-backfill bench-messages fuzz fuzz-short clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/outbox-cdc ./cmd/outbox-cdc
@@ -87,6 +87,18 @@ test-matrix: setup-tests
 	set -e; for v in $(MATRIX); do \
 		case $$v in 14|16) skip='^($(SLOW_SNAPSHOT)|TestFailover)$$';; 17) skip='^($(SLOW_SNAPSHOT))$$';; *) skip='';; esac; \
 		echo "== PostgreSQL $$v"; PG_VERSION=$$v $(GO) test -race -count=1 -timeout 8m -run '$(CORE)' -skip "$$skip" ./test/integration/; done
+
+# The broker matrix: the tests a broker's version can change, on Apache
+# Kafka 4.x (KRaft only; transaction protocol v1 for kafka-go's versions,
+# pinned by producer's TestNegotiatedVersions) beside the 3.9.1 of every
+# other target: the end-to-end test, exactly-once under 20 kill -9 and its
+# frozen takeover, and a leader and a coordinator killed in the
+# three-broker cluster. About 3 minutes; .ci/run runs it.
+KAFKA4 ?= 4.1.1
+test-kafka4: setup-tests
+	KAFKA_VERSION=$(KAFKA4) scripts/kafka.sh fetch
+	KAFKA_VERSION=$(KAFKA4) OUTBOX_CDC_TEST_FAULTS=1 $(GO) test -race -count=1 -timeout 8m -run '^(TestEndToEnd|TestExactlyOnce|TestExactlyOnceCrashes|TestExactlyOnceFrozenTakeover)$$' ./test/integration/
+	KAFKA_VERSION=$(KAFKA4) $(GO) test -tags cluster -race -count=1 -timeout 8m -run '^(TestLeaderKilled|TestExactlyLeaderKilled|TestExactlyCoordinatorKilled)$$' ./test/cluster/
 
 # The analytics tests that wait: a compacted topic's cleaner (make test runs
 # the same test without that wait), one of two clusters down for 30 s

@@ -35,6 +35,7 @@ type Metrics struct {
 	records       prometheus.Counter
 	sentBytes     prometheus.Counter
 	reconnects    prometheus.Counter
+	ghostBytes    prometheus.Counter // WAL of a failed primary's past its successor's branch point
 	deleted       prometheus.Counter
 	marked        prometheus.Counter
 	renamed       prometheus.Counter // row headers renamed (sink.RowHeaderPrefix)
@@ -136,7 +137,7 @@ func register(reg prometheus.Registerer, collectors []prometheus.Collector) erro
 
 // collectors are the metrics m updates itself, in registration order.
 func (m *Metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.published, m.deadLettered, m.publishErrors, m.latency, m.batch, m.requests, m.records, m.sentBytes, m.reconnects, m.deleted, m.marked, m.resized, m.backfillTotal, m.backfillDone, m.violations, m.overBudget, m.renamed, m.transactions, m.commitTime,
+	return []prometheus.Collector{m.published, m.deadLettered, m.publishErrors, m.latency, m.batch, m.requests, m.records, m.sentBytes, m.reconnects, m.ghostBytes, m.deleted, m.marked, m.resized, m.backfillTotal, m.backfillDone, m.violations, m.overBudget, m.renamed, m.transactions, m.commitTime,
 		m.slotLag, m.slotRetained, m.slotSafe, m.slotActive, m.walStatus, m.slotReadAt}
 }
 
@@ -163,6 +164,8 @@ func (m *Metrics) newPipelineMetrics() {
 		Help: "Bytes written to Kafka connections (after compression and TLS)."})
 	m.reconnects = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "reconnects_total",
 		Help: "Replication sessions restarted after a failure (a lost connection, Kafka away too long)."})
+	m.ghostBytes = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "failover_ghost_bytes_total",
+		Help: "Exactly-once: bytes of WAL a failed primary wrote past the point its promoted successor branched, whose transactions Kafka holds and no database does from then on (the log's warning names the LSN range to reconcile). 0 with synchronized_standby_slots."})
 	m.deleted = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "rows_deleted_total",
 		Help: "Outbox rows deleted after their events were acknowledged (--cleanup=delete-after-publish)."})
 	m.marked = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "rows_marked_total",
@@ -311,6 +314,10 @@ func (m *Metrics) Transaction(committed bool, took time.Duration) {
 
 // Reconnected counts a session restarted after a failure.
 func (m *Metrics) Reconnected() { m.reconnects.Inc() }
+
+// FailoverGhosts counts n bytes of WAL a failed primary wrote past its
+// successor's branch point (checkpoint.Ghosts).
+func (m *Metrics) FailoverGhosts(n uint64) { m.ghostBytes.Add(float64(n)) }
 
 // Slot records a reading of pg_replication_slots.
 func (m *Metrics) Slot(st slot.SlotState) {

@@ -121,7 +121,7 @@ func TestOpenBounded(t *testing.T) {
 			done := make(chan error, 1)
 			began := time.Now()
 			go func() {
-				_, err := r.openExactly(ctx, x, openSystem, openStart)
+				_, err := r.openExactly(ctx, x, openSystem, nil, openStart)
 				done <- err
 			}()
 			select {
@@ -173,7 +173,7 @@ func TestOpenCheckpointFromTheFuture(t *testing.T) {
 			x := newOpenExactly(r)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			_, err := r.openExactly(ctx, x, openSystem, openStart)
+			_, err := r.openExactly(ctx, x, openSystem, nil, openStart)
 			closeIdle(x.client)
 			if !tt.stop {
 				if err != nil {
@@ -224,7 +224,7 @@ func TestFinishUnsure(t *testing.T) {
 			x := newOpenExactly(r)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			if _, err := r.openExactly(ctx, x, openSystem, openStart); err != nil {
+			if _, err := r.openExactly(ctx, x, openSystem, nil, openStart); err != nil {
 				t.Fatalf("open: %v", err)
 			}
 			// One event of one Postgres transaction handed over, in a

@@ -49,7 +49,7 @@ func (r *Relay) ensureCheckpointTopic(ctx context.Context) error {
 // instance streaming the slot), reads the last committed checkpoint, and
 // decides with the slot's position (start) what the session skips. It
 // returns the transaction, begun, for the session's writer.
-func (r *Relay) openExactly(ctx context.Context, x *exactly, sys replication.System, start pglogrepl.LSN) (*producer.Txn, error) {
+func (r *Relay) openExactly(ctx context.Context, x *exactly, sys replication.System, switches replication.Switches, start pglogrepl.LSN) (*producer.Txn, error) {
 	d := r.cfg.Delivery
 	client := r.security.Client(r.cfg.Kafka.Brokers)
 	x.client = client // its connections are closed with x
@@ -75,11 +75,14 @@ func (r *Relay) openExactly(ctx context.Context, x *exactly, sys replication.Sys
 			"the checkpoint names transactions it no longer has. Starting there would skip new ones. Reset the slot's checkpoint "+
 			"with a tombstone under its key %q in %s (docs/exactly-once.md#operations)", r.cfg.Slot.Name, rec.EndLSN, sys.WALEnd, key, d.CheckpointTopic))
 	}
-	decision := checkpoint.Resume(start, checkpoint.System{ID: sys.ID, Timeline: sys.Timeline}, rec, found)
+	decision := checkpoint.Resume(start, checkpoint.System{ID: sys.ID, Timeline: sys.Timeline, Switches: switches}, rec, found)
 	if decision.Warn {
 		r.log.Warn(decision.Reason, slog.String("slot", r.cfg.Slot.Name))
 	} else {
 		r.log.Info(decision.Reason, slog.String("slot", r.cfg.Slot.Name))
+	}
+	if g := decision.Ghosts; g != nil {
+		r.metrics.FailoverGhosts(uint64(g.To - g.From))
 	}
 	if decision.Start > start {
 		x.skip = decision.Start

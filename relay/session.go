@@ -70,9 +70,15 @@ func (r *Relay) session(ctx context.Context, start pglogrepl.LSN) (bool, error) 
 func (r *Relay) startStream(ctx context.Context, stream *replication.Stream, x *exactly, start pglogrepl.LSN,
 	track *checkpoint.Tracker, hold func(context.Context)) (*publisher, error) {
 	var sys replication.System
+	var switches replication.Switches
 	if x != nil {
 		var err error
 		if sys, err = stream.System(ctx); err != nil {
+			return nil, err
+		}
+		// After a failover, where the server's timeline branched from the
+		// checkpoint's: checkpoint.Resume trusts it up to there.
+		if switches, err = stream.Switches(ctx, sys.Timeline); err != nil {
 			return nil, err
 		}
 	}
@@ -82,7 +88,7 @@ func (r *Relay) startStream(ctx context.Context, stream *replication.Stream, x *
 	if x == nil {
 		return r.newPublisher(ctx, track, hold, nil)
 	}
-	txn, err := r.openExactly(ctx, x, sys, start)
+	txn, err := r.openExactly(ctx, x, sys, switches, start)
 	if err == nil {
 		var pub *publisher
 		if pub, err = r.newPublisher(ctx, track, hold, &transactional{txn: txn, ckpt: x.ckpt, paced: true}); err == nil {

@@ -88,6 +88,7 @@ type fakeConn struct {
 	startErr error
 	started  []string                       // START_REPLICATION plugin arguments
 	system   pglogrepl.IdentifySystemResult // what IDENTIFY_SYSTEM answers
+	history  []byte                         // what TIMELINE_HISTORY answers
 }
 
 type received struct {
@@ -123,6 +124,12 @@ func (f *fakeConn) IdentifySystem(context.Context) (pglogrepl.IdentifySystemResu
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.system, nil
+}
+
+func (f *fakeConn) TimelineHistory(context.Context, int32) ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.history, nil
 }
 
 func (f *fakeConn) ReceiveMessage(ctx context.Context) (pgproto3.BackendMessage, error) {

@@ -54,6 +54,9 @@ type StreamConfig struct {
 type walConn interface {
 	// IdentifySystem runs IDENTIFY_SYSTEM, before StartReplication.
 	IdentifySystem(ctx context.Context) (pglogrepl.IdentifySystemResult, error)
+	// TimelineHistory runs TIMELINE_HISTORY, before StartReplication, and
+	// returns the history file's content.
+	TimelineHistory(ctx context.Context, timeline int32) ([]byte, error)
 	StartReplication(ctx context.Context, slot string, start pglogrepl.LSN, opts pglogrepl.StartReplicationOptions) error
 	// ReceiveMessage returns one backend message; when the read deadline
 	// passes first, an error for which pgconn.Timeout is true.

@@ -21,7 +21,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 "$here/kafka.sh" fetch
-KAFKA_VERSION=$(sed -n 's/^KAFKA_VERSION=\([^ ]*\).*/\1/p' "$here/kafka.sh")
+KAFKA_VERSION=${KAFKA_VERSION:-$(sed -n 's/^DEFAULT_KAFKA_VERSION=\([^ ]*\).*/\1/p' "$here/kafka.sh")}
 cache=${OUTBOX_CDC_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/outbox-cdc}
 libs="$cache/kafka-$KAFKA_VERSION/libs"
 

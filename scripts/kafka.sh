@@ -18,7 +18,10 @@
 # "--add-scram SCRAM-SHA-512=[name=u,password=p]".
 set -euo pipefail
 
-KAFKA_VERSION=3.9.1 # keep in step with scripts/kafka/pom.xml
+# The broker's version: KAFKA_VERSION from the environment (make
+# test-kafka4 sets a 4.x), else this default, pom.xml's too.
+DEFAULT_KAFKA_VERSION=3.9.1 # keep in step with scripts/kafka/pom.xml
+KAFKA_VERSION=${KAFKA_VERSION:-$DEFAULT_KAFKA_VERSION}
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${OUTBOX_CDC_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/outbox-cdc}
 libs="$cache/kafka-$KAFKA_VERSION/libs"
@@ -31,7 +34,7 @@ fetch() {
   command -v java >/dev/null || { echo "kafka.sh: java not found (apt-get install openjdk-17-jre-headless)" >&2; exit 1; }
   local tmp="$libs.tmp.$$"
   mkdir -p "$tmp"
-  mvn -q -B -C -f "$here/kafka/pom.xml" dependency:copy-dependencies -DoutputDirectory="$tmp" -DincludeScope=runtime >&2 \
+  mvn -q -B -C -f "$here/kafka/pom.xml" dependency:copy-dependencies -Dkafka.version="$KAFKA_VERSION" -DoutputDirectory="$tmp" -DincludeScope=runtime >&2 \
     || { echo "kafka.sh: mvn could not resolve Kafka $KAFKA_VERSION from Maven Central" >&2; rm -rf "$tmp"; exit 1; }
   rm -rf "$libs" && mv "$tmp" "$libs"
 }

@@ -30,16 +30,22 @@ func TestFailover(t *testing.T) {
 	if v := serverVersion(t, newOutbox(t, "version", defaultColumns)); v < 170000 {
 		t.Skipf("failover slots need PostgreSQL 17 or newer; the suite runs %d (make test-matrix runs this on 17 and 18)", v)
 	}
-	for _, guarded := range []bool{true, false} {
-		name := "synchronized_standby_slots"
-		if !guarded {
-			name = "no_synchronized_standby_slots"
+	for _, delivery := range []string{"at-least-once", "exactly-once"} {
+		for _, guarded := range []bool{true, false} {
+			name := delivery + "/synchronized_standby_slots"
+			if !guarded {
+				name = delivery + "/no_synchronized_standby_slots"
+			}
+			t.Run(name, func(t *testing.T) { failover(t, guarded, delivery == "exactly-once") })
 		}
-		t.Run(name, func(t *testing.T) { failover(t, guarded) })
 	}
 }
 
-func failover(t *testing.T, guarded bool) {
+// failover runs the promotion; exactly, with --delivery exactly-once and
+// read at read_committed: no row read twice, none lost, with or without
+// synchronized_standby_slots (the checkpoint trusted up to the point the
+// new timeline branched, and past it the old timeline's ghosts reported).
+func failover(t *testing.T, guarded, exactly bool) {
 	ctx := context.Background()
 	primary, err := testkit.StartPostgres()
 	if err != nil {
@@ -77,9 +83,13 @@ func failover(t *testing.T, guarded bool) {
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
-	r := startRelayNoWait(t, "--postgres-url", url, "--kafka-brokers", broker.Brokers,
-		"--table", "public."+name, "--publication", name, "--slot", name, "--topic", name+".{aggregate_type}",
-		"--status-interval", "1s", "--http-addr", "")
+	args := []string{"--postgres-url", url, "--kafka-brokers", broker.Brokers,
+		"--table", "public." + name, "--publication", name, "--slot", name, "--topic", name + ".{aggregate_type}",
+		"--status-interval", "1s", "--http-addr", ""}
+	if exactly {
+		args = append(args, "--delivery", "exactly-once")
+	}
+	r := startRelayNoWait(t, args...)
 	topic := name + ".order"
 	started := time.Now()
 	slotQuery := `SELECT coalesce(confirmed_flush_lsn::text, '') FROM pg_replication_slots WHERE slot_name = $1`
@@ -170,7 +180,12 @@ func failover(t *testing.T, guarded bool) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	msgs := consume(t, []string{topic}, len(have), 90*time.Second)
+	var msgs []kafka.Message
+	if exactly {
+		msgs = consumeCommitted(t, []string{topic}, len(have), 90*time.Second)
+	} else {
+		msgs = consume(t, []string{topic}, len(have), 90*time.Second)
+	}
 	first, dups := byID(t, msgs)
 	missing, ghosts := 0, 0
 	for id := range have {
@@ -193,15 +208,21 @@ func failover(t *testing.T, guarded bool) {
 	if code := r.Stop(t, 15, 30*time.Second); code != 0 {
 		t.Errorf("exit %d on SIGTERM", code)
 	}
-	t.Logf("synchronized_standby_slots=%v: %d rows on the new primary arrived (%d duplicates) within %s of the promotion; "+
+	t.Logf("exactly-once=%v, synchronized_standby_slots=%v: %d rows on the new primary arrived (%d duplicates) within %s of the promotion; "+
 		"of %d rows committed on the old primary after the standby was cut off, %d were published before it was lost; ghosts: %d "+
 		"(slot on the old primary at %s, its synchronized copy at %s)",
-		guarded, len(have), dups, time.Since(began).Round(time.Millisecond), len(unreplicated), published, ghosts, primarySlot, standbySlot)
+		exactly, guarded, len(have), dups, time.Since(began).Round(time.Millisecond), len(unreplicated), published, ghosts, primarySlot, standbySlot)
 	if guarded && (ghosts > 0 || published > 0) {
 		t.Errorf("with synchronized_standby_slots, %d events whose rows the standby never received were published (%d ghosts)", published, ghosts)
 	}
 	if !guarded && ghosts != published {
 		t.Errorf("%d ghosts, but %d rows the standby never received were published", ghosts, published)
+	}
+	if exactly && dups != 0 {
+		t.Errorf("exactly-once: %d rows read twice at read_committed across the promotion, want none", dups)
+	}
+	if exactly && ghosts > 0 && !strings.Contains(r.LogText(), "which the server never had") {
+		t.Errorf("exactly-once: %d ghosts, and the log names no ghost range", ghosts)
 	}
 }
 
