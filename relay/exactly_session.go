@@ -76,6 +76,11 @@ func (r *Relay) openExactly(ctx context.Context, x *exactly, sys replication.Sys
 			"with a tombstone under its key %q in %s (docs/exactly-once.md#operations)", r.cfg.Slot.Name, rec.EndLSN, sys.WALEnd, key, d.CheckpointTopic))
 	}
 	decision := checkpoint.Resume(start, checkpoint.System{ID: sys.ID, Timeline: sys.Timeline}, rec, found)
+	if decision.Start > start {
+		if err := r.checkNotRestored(octx, rec, key); err != nil {
+			return nil, err
+		}
+	}
 	if decision.Warn {
 		r.log.Warn(decision.Reason, slog.String("slot", r.cfg.Slot.Name))
 	} else {
