@@ -11,6 +11,11 @@ var (
 	// ErrNotCompacted is an existing checkpoint topic whose cleanup.policy
 	// is not compact: retention would delete an idle slot's last checkpoint.
 	ErrNotCompacted = permanent("checkpoint topic is not compacted")
+	// ErrRestored is a checkpoint naming a transaction the server has not
+	// assigned yet: the database went back in time (restored from a
+	// snapshot or a backup) and starting at the checkpoint would skip the
+	// new transactions that reuse its positions.
+	ErrRestored = permanent("the checkpoint names a transaction the server has not assigned")
 )
 
 // permanentError is a sentinel a person must act on (a topic config, an

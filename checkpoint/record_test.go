@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -63,6 +64,8 @@ func TestDecode(t *testing.T) {
 	want.Version = "1.0"
 	newer := want
 	newer.Version = "1.7"
+	noXid := want
+	noXid.Xid = 0
 	tests := []struct {
 		name    string
 		value   string
@@ -71,6 +74,7 @@ func TestDecode(t *testing.T) {
 	}{
 		{"format 1.0", `{"v":"1.0",` + valid + `}`, want, nil},
 		{"a later minor version: new fields ignored", `{"v":"1.7",` + valid + `,"epoch":3}`, newer, nil},
+		{"no transaction id: xid 0, which HasXid reports", `{"v":"1.0",` + strings.Replace(valid, `"xid":4242,`, "", 1) + `}`, noXid, nil},
 		{"a later major version", `{"v":"2.0",` + valid + `}`, Record{}, ErrUnsupportedVersion},
 		{"an earlier major version", `{"v":"0.9",` + valid + `}`, Record{}, ErrUnsupportedVersion},
 		{"no version", `{` + valid + `}`, Record{}, ErrBadRecord},
@@ -102,7 +106,7 @@ func TestDecode(t *testing.T) {
 }
 
 // TestRoundTrip: what Encode writes, Decode reads back as it was, whatever
-// the commit time's zone.
+// the commit time's zone, with a transaction id or without (xid 0).
 func TestRoundTrip(t *testing.T) {
 	backfilling := sample()
 	backfilling.Backfill = &Backfill{Table: "s.t", ConsistentPoint: 9, Snapshot: "10:12:10,11", Done: 1, After: []*string{nil, ptr("x")}, Finished: true}

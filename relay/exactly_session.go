@@ -76,6 +76,14 @@ func (r *Relay) openExactly(ctx context.Context, x *exactly, sys replication.Sys
 			"with a tombstone under its key %q in %s (docs/exactly-once.md#operations)", r.cfg.Slot.Name, rec.EndLSN, sys.WALEnd, key, d.CheckpointTopic))
 	}
 	decision := checkpoint.Resume(start, checkpoint.System{ID: sys.ID, Timeline: sys.Timeline, Switches: switches}, rec, found)
+	// A checkpoint trusted names a transaction the server must have had;
+	// one past a failover's branch point (ghosts) is the old timeline's,
+	// whose ids the promoted server may never have assigned.
+	if decision.Start > start && decision.Ghosts == nil {
+		if err := r.checkNotRestored(octx, rec, key); err != nil {
+			return nil, err
+		}
+	}
 	if decision.Warn {
 		r.log.Warn(decision.Reason, slog.String("slot", r.cfg.Slot.Name))
 	} else {

@@ -15,6 +15,11 @@
 #                               step); prints the same lines as start and primary_pid= (the primary
 #                               is restarted: the standby is a cold copy of its data directory)
 #   scripts/pg.sh crash DIR     immediate shutdown (as a crash: no checkpoint), keeping DIR
+#   scripts/pg.sh snapshot DIR  fast shutdown, a copy of the data directory kept in DIR/snapshot (a
+#                               storage snapshot), started again; prints the same lines as start
+#   scripts/pg.sh restore DIR   fast shutdown, the data directory replaced by DIR/snapshot's copy,
+#                               started: the cluster goes back in time, with the same system
+#                               identifier, timeline and slots; prints the same lines as start
 #   scripts/pg.sh promote DIR   promote the standby in DIR to a primary
 #
 # The server is PostgreSQL PG_VERSION (14 to 18; 15 by default; 13, which
@@ -207,6 +212,27 @@ standby() {
   echo "primary_pid=$(head -n 1 "$primary/data/postmaster.pid")"
 }
 
+# snapshot keeps a copy of the stopped cluster's data directory in $1/snapshot.
+snapshot() {
+  local dir=$1
+  as_owner "$(cluster_bin "$dir")/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null
+  as_owner rm -rf "$dir/snapshot"
+  as_owner cp -R -p "$dir/data" "$dir/snapshot"
+  start_server "$dir"
+  report "$dir"
+}
+
+# restore starts the cluster in $1 again from the copy snapshot kept.
+restore() {
+  local dir=$1
+  [ -d "$dir/snapshot" ] || die "$dir has no snapshot (scripts/pg.sh snapshot $dir)"
+  as_owner "$(cluster_bin "$dir")/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null
+  as_owner rm -rf "$dir/data"
+  as_owner cp -R -p "$dir/snapshot" "$dir/data"
+  start_server "$dir"
+  report "$dir"
+}
+
 cmd=${1:-}
 case "$cmd" in
   fetch)
@@ -228,6 +254,12 @@ case "$cmd" in
   crash)
     dir=${2:?usage: pg.sh crash DIR}
     as_owner "$(cluster_bin "$dir")/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null
+    ;;
+  snapshot)
+    snapshot "${2:?usage: pg.sh snapshot DIR}"
+    ;;
+  restore)
+    restore "${2:?usage: pg.sh restore DIR}"
     ;;
   promote)
     dir=${2:?usage: pg.sh promote DIR}
@@ -252,7 +284,7 @@ case "$cmd" in
     case "$dir" in /tmp/outbox-cdc-pg.*) rm -rf "$dir" ;; esac
     ;;
   *)
-    echo "usage: scripts/pg.sh fetch | start | standby PRIMARY_DIR SLOT | restart DIR | stop-server DIR | crash DIR | promote DIR | stop DIR" >&2
+    echo "usage: scripts/pg.sh fetch | start | standby PRIMARY_DIR SLOT | restart DIR | stop-server DIR | crash DIR | snapshot DIR | restore DIR | promote DIR | stop DIR" >&2
     exit 2
     ;;
 esac

@@ -57,6 +57,31 @@ func (p *Postgres) Crash() error {
 	return err
 }
 
+// Snapshot stops the cluster with a fast shutdown, keeps a copy of its data
+// directory (a storage snapshot), and starts it again on the same port (a
+// new PID).
+func (p *Postgres) Snapshot() error {
+	kv, err := script(nil, "pg.sh", "snapshot", p.Dir)
+	if err != nil {
+		return err
+	}
+	p.PID, _ = strconv.Atoi(kv["pid"])
+	return nil
+}
+
+// RestoreSnapshot stops the cluster and starts it again, on the same port,
+// from the copy Snapshot kept: the database goes back in time, with its
+// system identifier, its timeline and its slots as they were then, as
+// after a restore from a storage snapshot.
+func (p *Postgres) RestoreSnapshot() error {
+	kv, err := script(nil, "pg.sh", "restore", p.Dir)
+	if err != nil {
+		return err
+	}
+	p.PID, _ = strconv.Atoi(kv["pid"])
+	return nil
+}
+
 // Promote ends a standby's recovery: it becomes a primary.
 func (p *Postgres) Promote() error {
 	_, err := script(nil, "pg.sh", "promote", p.Dir)
