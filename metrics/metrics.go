@@ -46,6 +46,7 @@ type Metrics struct {
 	overBudget    *prometheus.CounterVec
 	transactions  *prometheus.CounterVec // exactly-once's Kafka transactions, by outcome
 	commitTime    prometheus.Histogram
+	txnTimeouts   prometheus.Counter // exactly-once's Kafka transactions aborted by the coordinator's timeout
 
 	slotLag      prometheus.Gauge
 	slotRetained prometheus.Gauge
@@ -137,7 +138,7 @@ func register(reg prometheus.Registerer, collectors []prometheus.Collector) erro
 
 // collectors are the metrics m updates itself, in registration order.
 func (m *Metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.published, m.deadLettered, m.publishErrors, m.latency, m.batch, m.requests, m.records, m.sentBytes, m.reconnects, m.ghostBytes, m.deleted, m.marked, m.resized, m.backfillTotal, m.backfillDone, m.violations, m.overBudget, m.renamed, m.transactions, m.commitTime,
+	return []prometheus.Collector{m.published, m.deadLettered, m.publishErrors, m.latency, m.batch, m.requests, m.records, m.sentBytes, m.reconnects, m.ghostBytes, m.deleted, m.marked, m.resized, m.backfillTotal, m.backfillDone, m.violations, m.overBudget, m.renamed, m.transactions, m.commitTime, m.txnTimeouts,
 		m.slotLag, m.slotRetained, m.slotSafe, m.slotActive, m.walStatus, m.slotReadAt}
 }
 
@@ -181,6 +182,8 @@ func (m *Metrics) newPipelineMetrics() {
 	m.commitTime = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "kafka_commit_seconds",
 		Help:    "Time a Kafka commit of --delivery exactly-once holds publishing back: the last acknowledgements, the checkpoint record, EndTxn.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)})
+	m.txnTimeouts = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "transaction_timeouts_total",
+		Help: "Kafka transactions of exactly-once that the broker aborted past --transaction-timeout (judged by the relay: refused for its epoch or state after being open that long); the same Postgres transaction aborted twice stops the relay."})
 	m.renamed = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "row_headers_renamed_total",
 		Help: "Headers of outbox rows (the headers column, header columns) named as headers the relay writes (outbox_cdc.*, id, event_type, aggregate_type; ce_* and content-type under the CloudEvents envelopes, in any case), sent renamed to x-row-<name> instead."})
 	m.violations = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "contract_violations_total",
@@ -311,6 +314,10 @@ func (m *Metrics) Transaction(committed bool, took time.Duration) {
 	m.transactions.WithLabelValues("committed").Inc()
 	m.commitTime.Observe(took.Seconds())
 }
+
+// TransactionTimedOut counts a Kafka transaction of exactly-once that the
+// broker aborted past --transaction-timeout.
+func (m *Metrics) TransactionTimedOut() { m.txnTimeouts.Inc() }
 
 // Reconnected counts a session restarted after a failure.
 func (m *Metrics) Reconnected() { m.reconnects.Inc() }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -60,5 +61,26 @@ func TestRowHeadersRenamed(t *testing.T) {
 	m.RowHeadersRenamed(1)
 	if got := testutil.ToFloat64(m.renamed); got != 3 {
 		t.Errorf("%v row headers renamed, want 3", got)
+	}
+}
+
+// TestTransactionTimeoutsExported: the count of Kafka transactions aborted
+// by the transaction timeout is exported at 0 from the start, so that an
+// alert's increase() sees the first one, and counts each.
+func TestTransactionTimeoutsExported(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := New("test", reg, Live{InFlight: func() (int, int64) { return 0, 0 }, Confirmed: func() pglogrepl.LSN { return 0 },
+		Received: func() pglogrepl.LSN { return 0 }, Streaming: func() bool { return false }, StandingBy: func() bool { return false }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "outbox_cdc_transaction_timeouts_total"
+	if n, err := testutil.GatherAndCount(reg, name); err != nil || n != 1 {
+		t.Fatalf("%s before any timeout: %d series (%v), want 1", name, n, err)
+	}
+	m.TransactionTimedOut()
+	m.TransactionTimedOut()
+	if got := testutil.ToFloat64(m.txnTimeouts); got != 2 {
+		t.Errorf("%s: %v, want 2", name, got)
 	}
 }

@@ -59,6 +59,10 @@ type exactly struct {
 	// transaction it hands events of, and by a Kafka commit.
 	gate chan struct{}
 
+	// clock times the open Kafka transaction and the Postgres transaction
+	// handed over last, to tell an abort by the coordinator's timeout.
+	clock txnClock
+
 	// Owned by the receive loop.
 	held bool
 	last boundary // the transaction of the last event handed over
@@ -127,7 +131,7 @@ type boundary struct {
 // until a commit; openExactly readies its transaction.
 func newExactly(track *checkpoint.Tracker, d Delivery, start pglogrepl.LSN, log *slog.Logger) *exactly {
 	x := &exactly{track: track, interval: d.TransactionInterval, timeout: d.TransactionTimeout, log: log,
-		gate: make(chan struct{}, 1), stop: make(chan struct{})}
+		gate: make(chan struct{}, 1), stop: make(chan struct{}), clock: txnClock{now: time.Now}}
 	x.committed.Store(uint64(start))
 	x.abortCtx, x.abort = context.WithCancelCause(context.Background())
 	return x
@@ -173,6 +177,7 @@ func (x *exactly) enter(ctx context.Context) error {
 func (x *exactly) handing(ev *decode.Event) {
 	x.uncommitted.Add(1)
 	x.last = boundary{commit: ev.CommitLSN, xid: ev.Xid, time: ev.CommitTime}
+	x.clock.hand(ev.Xid, ev.CommitLSN, ev.Size())
 }
 
 // leave releases the gate at the commit (end) of the Postgres transaction
@@ -310,6 +315,7 @@ func (x *exactly) commit() error {
 		return fmt.Errorf("commit the kafka transaction through %s: %w", b.end, err)
 	}
 	x.unsure = false
+	x.clock.committed()
 	if x.clean != nil {
 		// Every event handed over is acknowledged, and none more comes
 		// before the gate opens: what the cleaner holds is this commit's.
@@ -360,6 +366,7 @@ func (x *exactly) settle() error {
 func (x *exactly) start(ctx context.Context, failed func(error)) {
 	x.running.Go(func() {
 		if err := x.run(ctx); err != nil {
+			x.clock.fail()
 			failed(err)
 		}
 	})

@@ -39,6 +39,7 @@ func (r *Relay) reconnect(ctx context.Context, start pglogrepl.LSN) error {
 		standby      bool         // another process streams the slot; we wait for it to let go
 		fenced       bool         // standing by since a fence, logged once
 		unclassified retry.Streak // failures in a row that nobody classified
+		timeouts     txnTimeouts  // exactly-once: the last transaction the broker aborted by its timeout
 		err          error        // prepare's failure, which stands for the session it prevents
 	)
 	for attempt := 0; ; attempt++ {
@@ -52,13 +53,17 @@ func (r *Relay) reconnect(ctx context.Context, start pglogrepl.LSN) error {
 		if began {
 			attempt, standby, fenced = 0, false, false
 		}
+		stop, timedOut := r.judgeTimeout(&timeouts, err)
+		if stop != nil {
+			return stop
+		}
 		if errors.Is(err, producer.ErrFenced) {
 			// Exactly-once: an instance that took the slot took the
 			// transactional id too. This one's producer is dead; it waits
 			// for the slot like any second instance (one line, not two;
 			// none more while it stands by).
 			level := slog.LevelWarn
-			if fenced {
+			if fenced || timedOut {
 				level = slog.LevelDebug
 			}
 			log.Log(ctx, level, "fenced, standing by: another instance took the slot and the transactional id, or a Kafka transaction stayed open past "+
@@ -96,7 +101,7 @@ func (r *Relay) reconnect(ctx context.Context, start pglogrepl.LSN) error {
 				log.Error("stream interrupted by an error not known to be retriable; reconnecting, and giving up if it persists",
 					slog.Any("err", err), slog.String("type", fmt.Sprintf("%T", retry.Innermost(err))),
 					slog.Int("failures", failures), slog.Int("limit", maxUnclassified), slog.Duration("in", wait))
-			} else {
+			} else if !timedOut {
 				log.Warn("stream interrupted, reconnecting", slog.Any("err", err), slog.Duration("in", wait))
 			}
 		}
@@ -107,4 +112,25 @@ func (r *Relay) reconnect(ctx context.Context, start pglogrepl.LSN) error {
 		}
 		start, err = r.reprepare(ctx, standby) // a failure is judged above, as the session's
 	}
+}
+
+// judgeTimeout counts a session's failure judged an abort of its Kafka
+// transaction by the broker's transaction timeout (see txnClock), and says
+// so in one line; the second of the same Postgres transaction returns the
+// error that stops the relay.
+func (r *Relay) judgeTimeout(timeouts *txnTimeouts, err error) (stop error, timedOut bool) {
+	te, stop := timeouts.judge(err)
+	if te == nil {
+		return nil, false
+	}
+	r.metrics.TransactionTimedOut()
+	if stop != nil {
+		return stop, true
+	}
+	r.log.Warn("exactly-once: the broker aborted the Kafka transaction open past --transaction-timeout; streaming its Postgres transaction again, "+
+		"and stopping if that is aborted again: raise --transaction-timeout for Postgres transactions that take this long to stream",
+		slog.Uint64("xid", uint64(te.pg.xid)), slog.String("commit", te.pg.commit.String()), slog.Int64("events", te.pg.events),
+		slog.Int64("bytes", te.pg.bytes), slog.Duration("streamed", te.streamed), slog.Duration("open", te.open),
+		slog.Duration("timeout", te.timeout), slog.Any("err", te.err))
+	return nil, true
 }

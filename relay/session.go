@@ -61,7 +61,11 @@ func (r *Relay) session(ctx context.Context, start pglogrepl.LSN) (bool, error) 
 	defer r.live.writer.Store(nil)
 	defer r.live.end()
 	runErr, lost := r.read(ctx, target, track, pub, stream, x)
-	return true, r.drain(ctx, track, pub, stream, x, runErr, lost)
+	err = r.drain(ctx, track, pub, stream, x, runErr, lost)
+	if x != nil {
+		err = x.timedOut(err)
+	}
+	return true, err
 }
 
 // startStream starts streaming the slot from start and returns the
@@ -122,7 +126,7 @@ func (r *Relay) read(ctx context.Context, target slot.Target, track *checkpoint.
 		select {
 		case err := <-pub.failed:
 			if x != nil {
-				x.abort(err) // a commit waiting for this event's ack
+				x.fail(err) // a commit waiting for this event's ack
 			}
 			stopReading(err)
 		case <-readCtx.Done():
@@ -151,6 +155,9 @@ func (r *Relay) read(ctx context.Context, target slot.Target, track *checkpoint.
 		return err
 	})
 	lost = runErr != nil && readCtx.Err() == nil && handleErr == nil
+	if x != nil && runErr != nil {
+		x.clock.fail() // a failure of the handler's own, timed before the drain
+	}
 	r.live.streaming.Store(false)
 	stopReading(runErr)
 	<-watched
