@@ -1,29 +1,24 @@
 package checkpoint
 
 import (
-	"bytes"
-	"cmp"
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"slices"
 	"time"
 
 	"github.com/segmentio/kafka-go"
-	"github.com/segmentio/kafka-go/protocol"
-	fetchAPI "github.com/segmentio/kafka-go/protocol/fetch"
 )
 
-// fetchMaxBytes bounds what one fetch returns of the partition (the Java
-// consumer's max.partition.fetch.bytes): a few thousand checkpoints. The
-// whole response's bound, fetchResponseMaxBytes, is the Java consumer's
-// fetch.max.bytes: with one partition per request it never binds first,
-// which matters with kfake, whose fetch leaves a partition's aborted
-// transactions out of a response cut short by that bound (real brokers
-// list them either way).
+// The size of a fetch: the first asks for fetchMaxBytes of the partition
+// (the Java consumer's max.partition.fetch.bytes is 1 MiB), and each next
+// one for twice the last, up to fetchMaxBytesLimit, one segment of a topic
+// EnsureTopic creates. The whole response's bound, fetchResponseMaxBytes,
+// is the Java consumer's fetch.max.bytes: with one partition per request
+// it never binds first, which matters with kfake, whose fetch leaves a
+// partition's aborted transactions out of a response cut short by that
+// bound (real brokers list them either way).
 const (
 	fetchMaxBytes         = 64 << 10
+	fetchMaxBytesLimit    = segmentBytes
 	fetchResponseMaxBytes = 50 << 20
 )
 
@@ -33,14 +28,15 @@ const fetchWait = 500 * time.Millisecond
 
 // ReadLast returns the newest committed checkpoint stored under key in
 // topic, and whether there is one. It reads the key's partition (see
-// Partition) from its log start to its high watermark as of the call,
+// Partition) back from its high watermark as of the call, in windows each
+// twice the last (see readWindow), down to its log start at most,
 // isolation read_committed, waiting while a transaction that wrote below
 // that mark is still open (at most until the broker aborts it after its
 // transaction timeout, or until ctx ends): a checkpoint committed after
 // another slot's open transaction is thus not missed. Records of aborted
 // transactions are dropped here, as the Java consumer drops them: the
 // broker returns them, with the list of aborted transactions, even at
-// read_committed, and kafka-go's Client.Fetch hands them over as data.
+// read_committed (see fetch).
 //
 // The caller must have fenced the slot's earlier instances first
 // (InitProducerId with the slot's transactional id), so that no checkpoint
@@ -69,13 +65,15 @@ func readLast(ctx context.Context, client *kafka.Client, topic, key string, maxB
 		return Record{}, false, err
 	}
 	rd := &reader{client: client, topic: topic, partition: p, key: []byte(key), maxBytes: maxBytes}
-	// Window by window from the end back, until one holds a record under
-	// the key: its last is the newest.
-	for hi := end; hi > first && !rd.seen; hi -= readWindow {
+	// Window by window from the end back, each twice the last, until one
+	// holds a record under the key: its last is the newest.
+	for hi, window := end, int64(readWindow); hi > first && !rd.seen; window *= 2 {
+		lo := max(first, hi-window)
 		rd.end = hi
-		if err := rd.readFrom(ctx, max(first, hi-readWindow)); err != nil {
+		if err := rd.readFrom(ctx, lo); err != nil {
 			return Record{}, false, err
 		}
+		hi = lo
 	}
 	if rd.last == nil {
 		return Record{}, false, nil
@@ -87,13 +85,29 @@ func readLast(ctx context.Context, client *kafka.Client, topic, key string, maxB
 	return r, true, nil
 }
 
-// readWindow is how many offsets readLast reads at a time, from the end of
-// the partition back. A slot's last checkpoint is usually among the last
-// records (each slot's commit takes two offsets: its record and the commit
-// marker), while the uncompacted tail of the log may hold a hundred
-// thousand: reading all of it would take as many batches, and kafka-go
-// decodes each batch of a response into 64 KiB pages of its own (a relay
-// committing every 10 ms for 25 s read 216 MiB of pages at its next start).
+// readWindow is the first window readLast reads, in offsets from the end of
+// the partition back; each next window is twice the last, and each fetch
+// asks for twice the bytes of the last (up to fetchMaxBytesLimit). A slot's
+// last checkpoint is usually among the last records (each slot's commit
+// takes two offsets: its record and the commit marker), and one fetch of
+// 64 KiB finds it. An idle slot's is behind its neighbours' commits, all
+// in the one partition of the shared topic: 75,000 offsets of them for a
+// neighbour committing every 25 ms until the log cleaner compacts them.
+// Windows of a fixed 64 offsets took a fetch each, 1,172 fetches for those
+// 75,000, past the 20 s a relay's open has at 10 ms a round trip; doubling
+// windows and fetches take about log2(n/64) fetches for n offsets, plus one
+// per 16 MiB of the tail past the first few: 11 for those 75,000, 13 for
+// 200,000 (TestReadLastBehindABusyNeighbour). Memory stays at one batch
+// whatever a fetch's size, since fetch decodes the response as it arrives.
+//
+// Kafka reads forward only: without an index of where each key's last
+// record is, finding it costs reading the bytes after it, so no layout of
+// this topic bounds the bytes read by a neighbour's writes. A partition
+// per slot by key hash was not taken: it bounds nothing when two slots
+// hash to one partition, and an existing topic keeps its one partition
+// (EnsureTopic never changes a topic; adding partitions moves keys, and
+// each slot's checkpoint with them: events sent again). Doubling changes
+// nothing stored, and works on every topic as it is.
 const readWindow = 64
 
 // readFrom reads the key's records from offset to rd.end.
@@ -163,198 +177,32 @@ type reader struct {
 	topic     string
 	partition int
 	key       []byte
-	end       int64 // records at or past it are not read
-	maxBytes  int32
+	end       int64  // records at or past it are not read
+	maxBytes  int32  // the next fetch's size
 	last      []byte // the newest value under key so far; nil for none or a tombstone
 	seen      bool   // a committed record under key was read (a tombstone too)
 	lso       int64  // the last stable offset, as of the latest fetch
 }
 
 // fetchOnce sends one read_committed fetch at offset and keeps the value of
-// each committed data record under the key below end. It returns the
-// offset to fetch next, which is offset itself when nothing is stable there
-// yet.
+// each committed data record under the key from offset to end. It returns
+// the offset to fetch next, which is offset itself when nothing is stable
+// there yet, and doubles the next fetch's size.
 func (rd *reader) fetchOnce(ctx context.Context, offset int64) (int64, error) {
-	part, err := fetch(ctx, rd.client, rd.topic, rd.partition, offset, rd.maxBytes)
+	want := &scan{key: rd.key, from: offset, end: rd.end}
+	res, err := fetch(ctx, rd.client, rd.topic, rd.partition, offset, rd.maxBytes, want)
 	if err != nil {
 		return 0, err
 	}
-	rd.lso = part.LastStableOffset
-	var batches []protocol.RecordReader
-	switch rs := part.RecordSet.Records.(type) {
-	case nil:
-	case *protocol.RecordStream:
-		batches = rs.Records
-	default:
-		return 0, fmt.Errorf("fetch %s/%d at %d: unexpected record set %T", rd.topic, rd.partition, offset, rs)
-	}
-	if len(batches) == 0 {
+	rd.maxBytes = int32(min(2*int64(rd.maxBytes), fetchMaxBytesLimit))
+	rd.lso = res.lso
+	if res.batches == 0 {
 		// Nothing stable at offset yet: an open transaction's records
 		// follow (the batches between may have been compacted away).
 		return offset, nil
 	}
-	w := walk{reader: rd, aborted: newAbortedIndex(part.AbortedTransactions), from: offset, next: offset}
-	for _, b := range batches {
-		if err := w.batch(b); err != nil {
-			return 0, fmt.Errorf("fetch %s/%d at %d: %w", rd.topic, rd.partition, offset, err)
-		}
+	if res.seen {
+		rd.last, rd.seen = res.last, true
 	}
-	// Batches were returned but none held a record at or after offset: a
-	// batch emptied by compaction covers it.
-	return max(w.next, offset+1), nil
+	return max(res.next, offset+1), nil
 }
-
-// fetch sends the fetch request itself: kafka.Client.Fetch drops the
-// response's aborted transactions, which fetchOnce needs.
-func fetch(ctx context.Context, client *kafka.Client, topic string, p int, offset int64, maxBytes int32) (*fetchAPI.ResponsePartition, error) {
-	if client.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, client.Timeout)
-		defer cancel()
-	}
-	transport := client.Transport
-	if transport == nil {
-		transport = kafka.DefaultTransport
-	}
-	m, err := transport.RoundTrip(ctx, client.Addr, &fetchAPI.Request{
-		ReplicaID: -1, MaxWaitTime: int32(fetchWait / time.Millisecond), MinBytes: 1, MaxBytes: fetchResponseMaxBytes,
-		IsolationLevel: int8(kafka.ReadCommitted), SessionID: -1, SessionEpoch: -1,
-		Topics: []fetchAPI.RequestTopic{{Topic: topic, Partitions: []fetchAPI.RequestPartition{{
-			Partition: int32(p), CurrentLeaderEpoch: -1, FetchOffset: offset, LogStartOffset: -1, PartitionMaxBytes: maxBytes,
-		}}}},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("fetch %s/%d at %d: %w", topic, p, offset, err)
-	}
-	res := m.(*fetchAPI.Response)
-	if res.ErrorCode != 0 {
-		return nil, fmt.Errorf("fetch %s/%d at %d: %w", topic, p, offset, kafka.Error(res.ErrorCode))
-	}
-	if len(res.Topics) != 1 || len(res.Topics[0].Partitions) != 1 {
-		return nil, fmt.Errorf("fetch %s/%d at %d: no answer for the partition", topic, p, offset)
-	}
-	part := &res.Topics[0].Partitions[0]
-	if part.ErrorCode != 0 {
-		return nil, fmt.Errorf("fetch %s/%d at %d: %w", topic, p, offset, kafka.Error(part.ErrorCode))
-	}
-	return part, nil
-}
-
-// walk reads one fetch response's batches in offset order.
-type walk struct {
-	*reader
-	aborted *abortedIndex
-	from    int64 // records before it were read by an earlier fetch
-	next    int64 // one past the newest offset seen
-}
-
-func (w *walk) batch(b protocol.RecordReader) error {
-	switch b := b.(type) {
-	case *protocol.ControlBatch:
-		w.aborted.reach(b.BaseOffset)
-		return w.control(b)
-	case *protocol.RecordBatch:
-		w.aborted.reach(b.BaseOffset)
-		skip := b.Attributes.Transactional() && w.aborted.aborts(b.ProducerID)
-		return w.records(b, skip)
-	case *protocol.MessageSet: // the v0/v1 format, from before transactions
-		return w.records(b, false)
-	}
-	return fmt.Errorf("unexpected batch %T", b)
-}
-
-// control reads a transaction marker: an abort marker ends its producer's
-// aborted transaction, so that the producer's next transaction is read.
-func (w *walk) control(b *protocol.ControlBatch) error {
-	for {
-		r, err := b.ReadControlRecord()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("control record: %w", err)
-		}
-		w.next = max(w.next, r.Offset+1)
-		if r.Type == controlAbort {
-			w.aborted.end(b.ProducerID)
-		}
-	}
-}
-
-// records keeps the value of each record under the key, unless skip (an
-// aborted transaction's batch).
-func (w *walk) records(b protocol.RecordReader, skip bool) error {
-	for {
-		r, err := b.ReadRecord()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("record: %w", err)
-		}
-		w.next = max(w.next, r.Offset+1)
-		mine := !skip && r.Offset >= w.from && r.Offset < w.end
-		if err := w.record(r, mine); err != nil {
-			return fmt.Errorf("record at %d: %w", r.Offset, err)
-		}
-	}
-}
-
-// record keeps r's value (nil for a tombstone) if it may and r is under the
-// key, and releases r's buffers.
-func (w *walk) record(r *protocol.Record, may bool) error {
-	for _, b := range []protocol.Bytes{r.Key, r.Value} {
-		if b != nil {
-			defer b.Close()
-		}
-	}
-	if !may {
-		return nil
-	}
-	key, err := protocol.ReadAll(r.Key)
-	if err != nil || !bytes.Equal(key, w.key) {
-		return err
-	}
-	value, err := protocol.ReadAll(r.Value)
-	if err != nil {
-		return err
-	}
-	w.last, w.seen = value, true
-	return nil
-}
-
-// controlAbort is the type of an abort marker's control record (a commit
-// marker's is 1).
-const controlAbort = 0
-
-// abortedIndex is the Java consumer's bookkeeping of aborted transactions
-// in one fetch response: the response lists each aborted transaction that
-// overlaps it by producer and first offset; a producer's batches are
-// dropped from its transaction's first offset until its abort marker.
-type abortedIndex struct {
-	pending []fetchAPI.ResponseTransaction // not reached yet, by first offset
-	open    map[int64]bool                 // producers inside an aborted transaction
-}
-
-func newAbortedIndex(list []fetchAPI.ResponseTransaction) *abortedIndex {
-	pending := slices.Clone(list)
-	slices.SortFunc(pending, func(a, b fetchAPI.ResponseTransaction) int { return cmp.Compare(a.FirstOffset, b.FirstOffset) })
-	return &abortedIndex{pending: pending, open: map[int64]bool{}}
-}
-
-// reach opens the aborted transactions that begin at or before offset, the
-// base offset of the batch about to be read. A transaction's first offset
-// is the base offset of its first batch, so comparing with the base (the
-// Java client compares with the last offset) opens the same ones.
-func (a *abortedIndex) reach(offset int64) {
-	for len(a.pending) > 0 && a.pending[0].FirstOffset <= offset {
-		a.open[a.pending[0].ProducerID] = true
-		a.pending = a.pending[1:]
-	}
-}
-
-// aborts reports whether producer's current transaction was aborted.
-func (a *abortedIndex) aborts(producer int64) bool { return a.open[producer] }
-
-// end closes producer's aborted transaction at its abort marker.
-func (a *abortedIndex) end(producer int64) { delete(a.open, producer) }

@@ -106,7 +106,8 @@ var (
 
 // TestReadLast writes checkpoints through franz-go transactions, committed
 // and aborted, interleaved between two producers, and reads the newest
-// committed one for keyA, with fetches of any size (1 byte: one batch each).
+// committed one for keyA, with a first fetch of any size (1 byte: one batch
+// each for the first fetches, which double).
 func TestReadLast(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -264,8 +265,9 @@ func TestReadLastWithoutTopic(t *testing.T) {
 // at read_committed the broker still returns an aborted transaction's
 // records (with the list of aborted transactions, for the client to drop
 // them), and kafka-go's Client.Fetch passes them on as data and drops the
-// list. Should kafka-go start filtering them, this test fails, and
-// fetchOnce's own filtering becomes redundant (not wrong).
+// list. Should kafka-go start filtering them, this test fails; ReadLast
+// decodes the response itself all the same, to keep its memory bounded (see
+// fetch).
 func TestKafkaGoFetchKeepsAbortedRecords(t *testing.T) {
 	cluster, client := newCluster(t, 1)
 	p := newProducer(t, cluster, "a")

@@ -31,10 +31,11 @@ func Partition(key string, n int) int {
 	return kafka.Murmur2Balancer{Consistent: true}.Balance(kafka.Message{Key: []byte(key)}, ids...)
 }
 
-// segmentBytes is the segment size of a topic EnsureTopic creates. The log
-// cleaner compacts closed segments only, and ReadLast reads the partition
-// from its start: small segments keep the uncompacted tail, hence the read
-// at start, to a few of them rather than Kafka's default of 1 GiB.
+// segmentBytes is the segment size of a topic EnsureTopic creates, and the
+// largest fetch ReadLast sends. The log cleaner compacts closed segments
+// only, and ReadLast reads the uncompacted tail behind a slot's last
+// record: small segments keep that tail to a few of them, a fetch or so
+// each, rather than Kafka's default of 1 GiB.
 const segmentBytes = 16 << 20
 
 // topicConfigs are the configs EnsureTopic creates the topic with, for a

@@ -1,0 +1,273 @@
+package checkpoint
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"slices"
+
+	"github.com/segmentio/kafka-go/protocol"
+)
+
+// scan reads the record batches of one fetch response, in offset order, for
+// the records of one key: it decodes each batch's header, and the records
+// of a batch only when the batch is committed data that may hold a record
+// of the window [from, end); it copies only the key's values. It keeps one
+// batch in memory at a time.
+type scan struct {
+	key  []byte
+	from int64 // records before it are another window's
+	end  int64 // records at or past it are not read
+
+	out     *scanned
+	aborted *abortedIndex
+	buf     []byte        // the batch being read
+	inflate *bufio.Reader // over the compressed batch being read
+	record  []byte        // its record being read
+}
+
+// The framing of a record batch (format v2, Kafka's DefaultRecordBatch):
+// its base offset and length, then batchHeader bytes of fields, then its
+// records. Every format has its magic byte at magicAt after the length.
+const (
+	logOverhead = 12
+	batchHeader = 49
+	magicAt     = 4
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// errTruncated is a record shorter than its fields say.
+var errTruncated = errors.New("truncated record")
+
+// records reads size bytes of batches from w.
+func (s *scan) records(w *wire, size int64) error {
+	for size >= logOverhead {
+		base, length := w.int64(), int64(w.int32())
+		size -= logOverhead
+		if w.err != nil {
+			return w.err
+		}
+		if length > size { // a batch cut short at the fetch's size (brokers before KIP-74)
+			break
+		}
+		if length <= magicAt {
+			return fmt.Errorf("batch at %d: %d bytes", base, length)
+		}
+		if int64(cap(s.buf)) < length {
+			s.buf = make([]byte, length)
+		}
+		b := s.buf[:length]
+		if w.read(b); w.err != nil {
+			return w.err
+		}
+		size -= length
+		if err := s.batch(base, b); err != nil {
+			return fmt.Errorf("batch at %d: %w", base, err)
+		}
+	}
+	w.skip(size)
+	return w.err
+}
+
+// batch reads one batch, b from its partition leader epoch on.
+func (s *scan) batch(base int64, b []byte) error {
+	if magic := b[magicAt]; magic != 2 {
+		return fmt.Errorf("record format v%d: a topic written in transactions holds v2 batches only", magic)
+	}
+	if len(b) < batchHeader {
+		return fmt.Errorf("%d bytes", len(b))
+	}
+	if crc := binary.BigEndian.Uint32(b[5:9]); crc != crc32.Checksum(b[9:], castagnoli) {
+		return fmt.Errorf("crc %08x does not match the batch", crc)
+	}
+	attrs := protocol.Attributes(binary.BigEndian.Uint16(b[9:11]))
+	last := base + int64(int32(binary.BigEndian.Uint32(b[11:15])))
+	producer := int64(binary.BigEndian.Uint64(b[31:39]))
+	count := int32(binary.BigEndian.Uint32(b[45:49]))
+	// The next fetch starts past the batch, even one that compaction
+	// emptied of its records.
+	s.out.batches++
+	s.out.next = max(s.out.next, last+1)
+	s.aborted.reach(base)
+	switch {
+	case attrs.Control():
+		return s.control(producer, b[batchHeader:], count)
+	case attrs.Transactional() && s.aborted.aborts(producer):
+		return nil
+	case last < s.from || base >= s.end:
+		return nil
+	}
+	bodies := &recordBodies{flat: b[batchHeader:]}
+	if c := attrs.Compression(); c != 0 {
+		codec := c.Codec()
+		if codec == nil {
+			return fmt.Errorf("unsupported compression %d", c)
+		}
+		r := codec.NewReader(bytes.NewReader(b[batchHeader:]))
+		defer r.Close()
+		if s.inflate == nil {
+			s.inflate = bufio.NewReader(r)
+		}
+		s.inflate.Reset(r)
+		bodies = &recordBodies{r: s.inflate, buf: s.record}
+		defer func() { s.record = bodies.buf }()
+	}
+	for i := range count {
+		offset, key, value, err := bodies.record(base)
+		if err != nil {
+			return fmt.Errorf("record %d of %d: %w", i, count, err)
+		}
+		if offset >= s.from && offset < s.end && bytes.Equal(key, s.key) {
+			s.out.last, s.out.seen = bytes.Clone(value), true
+		}
+	}
+	return nil
+}
+
+// control reads a transaction marker: an abort marker ends its producer's
+// aborted transaction, so that the producer's next transaction is read.
+func (s *scan) control(producer int64, records []byte, count int32) error {
+	bodies := &recordBodies{flat: records}
+	for i := range count {
+		_, key, _, err := bodies.record(0)
+		if err != nil {
+			return fmt.Errorf("control record %d: %w", i, err)
+		}
+		if len(key) >= 4 && int16(binary.BigEndian.Uint16(key[2:4])) == controlAbort {
+			s.aborted.end(producer)
+		}
+	}
+	return nil
+}
+
+// controlAbort is the type of an abort marker's control record (a commit
+// marker's is 1), after the key's version.
+const controlAbort = 0
+
+// recordBodies yields the records of a batch: from its bytes, or from its
+// decompressed stream, one record at a time.
+type recordBodies struct {
+	flat []byte
+	r    *bufio.Reader
+	buf  []byte
+}
+
+// record returns the next record's offset, key and value (nil when null);
+// key and value are valid until the next call.
+func (rb *recordBodies) record(base int64) (offset int64, key, value []byte, err error) {
+	var body []byte
+	if rb.r == nil {
+		n, k := binary.Varint(rb.flat)
+		if k <= 0 || n < 0 || n > int64(len(rb.flat)-k) {
+			return 0, nil, nil, errTruncated
+		}
+		body, rb.flat = rb.flat[k:k+int(n)], rb.flat[k+int(n):]
+	} else {
+		n, err := binary.ReadVarint(rb.r)
+		if err != nil || n < 0 {
+			return 0, nil, nil, errors.Join(errTruncated, err)
+		}
+		if int64(cap(rb.buf)) < n {
+			rb.buf = make([]byte, n)
+		}
+		body = rb.buf[:n]
+		if _, err := io.ReadFull(rb.r, body); err != nil {
+			return 0, nil, nil, errors.Join(errTruncated, err)
+		}
+	}
+	f := fields{b: body}
+	f.skip(1)  // attributes
+	f.varint() // timestamp delta
+	offset = base + f.varint()
+	key = f.bytes()
+	value = f.bytes()
+	return offset, key, value, f.err // headers: not read
+}
+
+// fields reads a record's fields off its bytes; its first error sticks.
+type fields struct {
+	b   []byte
+	err error
+}
+
+func (f *fields) skip(n int) {
+	if f.err == nil && n > len(f.b) {
+		f.err = errTruncated
+	}
+	if f.err == nil {
+		f.b = f.b[n:]
+	}
+}
+
+func (f *fields) varint() int64 {
+	if f.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(f.b)
+	if n <= 0 {
+		f.err = errTruncated
+		return 0
+	}
+	f.b = f.b[n:]
+	return v
+}
+
+// bytes reads a length and that many bytes: nil for a null (length -1), an
+// empty slice for an empty field.
+func (f *fields) bytes() []byte {
+	n := f.varint()
+	if f.err != nil || n < 0 {
+		return nil
+	}
+	if n > int64(len(f.b)) {
+		f.err = errTruncated
+		return nil
+	}
+	v := f.b[:n:n]
+	f.b = f.b[n:]
+	return v
+}
+
+// abortedTxn is an aborted transaction a fetch response lists: its
+// producer, and the offset of its first batch.
+type abortedTxn struct {
+	producer, first int64
+}
+
+// abortedIndex is the Java consumer's bookkeeping of aborted transactions
+// in one fetch response: the response lists each aborted transaction that
+// overlaps it by producer and first offset; a producer's batches are
+// dropped from its transaction's first offset until its abort marker.
+type abortedIndex struct {
+	pending []abortedTxn   // not reached yet, by first offset
+	open    map[int64]bool // producers inside an aborted transaction
+}
+
+func newAbortedIndex(list []abortedTxn) *abortedIndex {
+	pending := slices.Clone(list)
+	slices.SortFunc(pending, func(a, b abortedTxn) int { return cmp.Compare(a.first, b.first) })
+	return &abortedIndex{pending: pending, open: map[int64]bool{}}
+}
+
+// reach opens the aborted transactions that begin at or before offset, the
+// base offset of the batch about to be read. A transaction's first offset
+// is the base offset of its first batch, so comparing with the base (the
+// Java client compares with the last offset) opens the same ones.
+func (a *abortedIndex) reach(offset int64) {
+	for len(a.pending) > 0 && a.pending[0].first <= offset {
+		a.open[a.pending[0].producer] = true
+		a.pending = a.pending[1:]
+	}
+}
+
+// aborts reports whether producer's current transaction was aborted.
+func (a *abortedIndex) aborts(producer int64) bool { return a.open[producer] }
+
+// end closes producer's aborted transaction at its abort marker.
+func (a *abortedIndex) end(producer int64) { delete(a.open, producer) }
