@@ -14,6 +14,7 @@ import (
 
 	"github.com/outbox-cdc/outbox-cdc/decode"
 	"github.com/outbox-cdc/outbox-cdc/internal/backoff"
+	"github.com/outbox-cdc/outbox-cdc/internal/outage"
 	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
@@ -233,7 +234,10 @@ func NewWriter(cfg Config, done Done) *Writer {
 	w.dialer = producer.Dialer{ClientID: tr.ClientID, Dial: tr.Dial, TLS: tr.TLS, SASL: tr.SASL, Timeout: tr.DialTimeout}
 	w.shape = shapeOf(cfg)
 	w.letters = letters{topic: cfg.DeadLetterTopic, maxBytes: cfg.MaxMessageBytes, shape: w.shape}
-	w.health.log, w.health.observer = log, cfg.Observer
+	w.health = health{log: log, observer: cfg.Observer, outage: outage.New(log)}
+	if cfg.Transaction != nil && cfg.Transaction.Outage() != nil {
+		w.health.outage = cfg.Transaction.Outage()
+	}
 	w.abandon, w.abandoned = context.WithCancel(context.Background())
 	if w.transactional() {
 		w.startTransactional()
@@ -344,9 +348,7 @@ func (w *Writer) write(ctx context.Context, msg kafka.Message) error {
 			}
 			w.log.Debug("topic not ready, retrying", slog.String("topic", msg.Topic), slog.Any("err", err))
 		default:
-			if w.health.down.CompareAndSwap(false, true) {
-				w.log.Warn("kafka unavailable, retrying until it answers", slog.String("topic", msg.Topic), slog.Any("err", err))
-			}
+			w.health.unavailable(msg.Topic, err)
 		}
 		select {
 		case <-time.After(backoff.Delay(attempt, backoffMin, backoffMax)):
