@@ -31,6 +31,16 @@ type health struct {
 	outage   *outage.Tracker
 }
 
+// newHealth returns the health of a writer logging to log, reporting to
+// tx's tracker when it has one.
+func newHealth(log *slog.Logger, observer Observer, tx Transaction) health {
+	h := health{log: log, observer: observer, outage: outage.New(log)}
+	if tx != nil && tx.Outage() != nil {
+		h.outage = tx.Outage()
+	}
+	return h
+}
+
 // failed is called on each failed produce attempt.
 func (h *health) failed(err error, msg string, args ...any) {
 	h.observer.ProduceFailed(errorKind(err))

@@ -14,7 +14,6 @@ import (
 
 	"github.com/outbox-cdc/outbox-cdc/decode"
 	"github.com/outbox-cdc/outbox-cdc/internal/backoff"
-	"github.com/outbox-cdc/outbox-cdc/internal/outage"
 	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
@@ -234,10 +233,7 @@ func NewWriter(cfg Config, done Done) *Writer {
 	w.dialer = producer.Dialer{ClientID: tr.ClientID, Dial: tr.Dial, TLS: tr.TLS, SASL: tr.SASL, Timeout: tr.DialTimeout}
 	w.shape = shapeOf(cfg)
 	w.letters = letters{topic: cfg.DeadLetterTopic, maxBytes: cfg.MaxMessageBytes, shape: w.shape}
-	w.health = health{log: log, observer: cfg.Observer, outage: outage.New(log)}
-	if cfg.Transaction != nil && cfg.Transaction.Outage() != nil {
-		w.health.outage = cfg.Transaction.Outage()
-	}
+	w.health = newHealth(log, cfg.Observer, cfg.Transaction)
 	w.abandon, w.abandoned = context.WithCancel(context.Background())
 	if w.transactional() {
 		w.startTransactional()
