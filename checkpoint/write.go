@@ -14,6 +14,7 @@ import (
 	"github.com/segmentio/kafka-go/protocol/rawproduce"
 
 	"github.com/outbox-cdc/outbox-cdc/internal/backoff"
+	"github.com/outbox-cdc/outbox-cdc/internal/outage"
 	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
@@ -25,6 +26,8 @@ type Txn interface {
 	Added(topic string, partition int32) bool
 	AddPartitions(ctx context.Context, partitions map[string][]int32) error
 	Refused(err error) error
+	// Outage is told of each attempt to write a record (nil: nothing).
+	Outage() *outage.Tracker
 }
 
 // Writer writes one slot's checkpoint records into the open transaction
@@ -58,8 +61,9 @@ const writeTimeout = 30 * time.Second
 
 // Write adds the checkpoint's partition to the open transaction (once)
 // and writes rec there, acks=all. Transient failures are retried with the
-// same sequence, which the broker writes once, until ctx ends; a refusal
-// of the producer returns the Txn's verdict (producer.TxnError).
+// same sequence, which the broker writes once, until ctx ends, each
+// attempt told to the Txn's outage tracker; a refusal of the producer
+// returns the Txn's verdict (producer.TxnError).
 func (w *Writer) Write(ctx context.Context, rec Record) error {
 	value, err := rec.Encode()
 	if err != nil {
@@ -73,12 +77,16 @@ func (w *Writer) Write(ctx context.Context, rec Record) error {
 	for attempt := 0; ; attempt++ {
 		err := w.produce(ctx, value, attempt > 0)
 		if err == nil {
+			w.txn.Outage().Succeeded()
 			w.seq++
 			return nil
 		}
 		var code kafka.Error
 		if errors.As(err, &code) && !code.Temporary() {
 			return fmt.Errorf("write the checkpoint to %s/%d: %w", w.topic, w.partition, w.txn.Refused(code))
+		}
+		if ctx.Err() == nil {
+			w.txn.Outage().Failed("produce (checkpoint)", err)
 		}
 		select {
 		case <-ctx.Done():

@@ -10,8 +10,11 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/outbox-cdc/outbox-cdc/internal/outage"
+	"github.com/outbox-cdc/outbox-cdc/internal/outage/outagetest"
 	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
@@ -27,6 +30,7 @@ func (stubTxn) Header(seq int32) producer.BatchHeader {
 func (stubTxn) Added(string, int32) bool                                { return true }
 func (stubTxn) AddPartitions(context.Context, map[string][]int32) error { return nil }
 func (stubTxn) Refused(err error) error                                 { return err }
+func (stubTxn) Outage() *outage.Tracker                                 { return nil }
 
 // TestWriteDuplicateSequence: the broker's DUPLICATE_SEQUENCE answer means
 // it holds the batch already only for a batch sent again; to a first
@@ -79,4 +83,47 @@ func TestWriteDuplicateSequence(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWriteOutageLogged: a checkpoint record the partition's leader
+// refuses for two seconds, retried until written, is one warning naming
+// the request and one line saying it recovered and after how long, told
+// by the tracker of the record's transaction.
+func TestWriteOutageLogged(t *testing.T) {
+	cluster, client := newCluster(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	logs := &outagetest.Log{}
+	txn, err := producer.NewTxn(producer.TxnConfig{Addr: client.Addr, Transport: client.Transport, TransactionalID: "outage",
+		Timeout: 30 * time.Second, RetryBackoff: 5 * time.Millisecond, Logger: logs.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	w, err := NewWriter(ctx, client, txn, topic, "slot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const lasts = 2 * time.Second
+	var first atomic.Int64
+	refused := cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.NotEnoughReplicas, Count: -1, When: func(kmsg.Request) bool {
+		now := time.Now().UnixNano()
+		first.CompareAndSwap(0, now)
+		return now-first.Load() < int64(lasts)
+	}})
+	if err := w.Write(ctx, Record{SystemID: "7312345678901234567", Slot: "slot", Timeline: 1, CommitLSN: 42, EndLSN: 43}); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if refused.Hits() < 2 {
+		t.Fatalf("%d produce requests refused, want several", refused.Hits())
+	}
+	logs.Check(t, outagetest.Outage{Request: "produce (checkpoint)", Lasted: lasts})
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/outbox-cdc/outbox-cdc/internal/outage"
 )
 
 // A Txn is the coordinator's side of a transactional producer for one
@@ -95,6 +97,13 @@ type TxnConfig struct {
 	// Logger receives the state changes (coordinator found, producer id,
 	// fenced); nil: slog.Default().
 	Logger *slog.Logger
+	// Outage is told of each attempt of the Txn's requests, which it
+	// retries without a word: it warns once per outage (internal/outage).
+	// The Txn's callers report their produce requests of the transaction
+	// to it too (Outage), so that one outage is one warning whichever
+	// request meets it. nil: a tracker of the Txn's own, logging to
+	// Logger.
+	Outage *outage.Tracker
 }
 
 type txnState int
@@ -139,9 +148,16 @@ func NewTxn(cfg TxnConfig) (*Txn, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Txn{cfg: cfg, id: -1, epoch: -1, coordinator: -1,
-		log: log.With(slog.String("transactional_id", cfg.TransactionalID))}, nil
+	log = log.With(slog.String("transactional_id", cfg.TransactionalID))
+	if cfg.Outage == nil {
+		cfg.Outage = outage.New(log)
+	}
+	return &Txn{cfg: cfg, id: -1, epoch: -1, coordinator: -1, log: log}, nil
 }
+
+// Outage is the tracker the Txn reports its requests' attempts to, which
+// the produce requests of its transactions report to as well.
+func (t *Txn) Outage() *outage.Tracker { return t.cfg.Outage }
 
 // TransactionalID is the id the caller's produce requests must carry.
 func (t *Txn) TransactionalID() string { return t.cfg.TransactionalID }

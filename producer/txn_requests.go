@@ -297,7 +297,8 @@ func (t *Txn) exchange(ctx context.Context, op string, req kafka.Request, quick 
 // call sends req until its answer is not worth a retry (answerOf), and
 // returns the response and its error code. A lost connection is retried
 // too, as the Java producer re-enqueues a request whose connection
-// dropped. Pauses double from RetryBackoff up to 1 s; quick keeps
+// dropped. Each attempt is told to the Outage tracker, which warns when
+// the retries last. Pauses double from RetryBackoff up to 1 s; quick keeps
 // CONCURRENT_TRANSACTIONS at 20 ms. It returns an error when the context
 // ends or the transport fails otherwise.
 func (t *Txn) call(ctx context.Context, op string, req kafka.Request, quick bool) (kafka.Response, kafka.Error, error) {
@@ -309,6 +310,7 @@ func (t *Txn) call(ctx context.Context, op string, req kafka.Request, quick bool
 		case err == nil:
 			code, retry := answerOf(res)
 			if !retry {
+				t.cfg.Outage.Succeeded() // answered, a refusal too: the coordinator is there
 				return res, code, nil
 			}
 			last = code
@@ -319,6 +321,7 @@ func (t *Txn) call(ctx context.Context, op string, req kafka.Request, quick bool
 		default:
 			return nil, 0, fmt.Errorf("%s: %w", op, err)
 		}
+		t.cfg.Outage.Failed(op, last)
 		wait := pause
 		if quick && errors.Is(last, kafka.ConcurrentTransactions) {
 			wait = concurrentBackoff

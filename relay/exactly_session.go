@@ -54,7 +54,8 @@ func (r *Relay) openExactly(ctx context.Context, x *exactly, sys replication.Sys
 	client := r.security.Client(r.cfg.Kafka.Brokers)
 	x.client = client // its connections are closed with x
 	txn, err := producer.NewTxn(producer.TxnConfig{Addr: client.Addr, Transport: client.Transport,
-		TransactionalID: r.cfg.TransactionalID(sys.ID), Timeout: d.TransactionTimeout, Logger: r.log})
+		TransactionalID: r.cfg.TransactionalID(sys.ID), Timeout: d.TransactionTimeout, Logger: r.log,
+		Outage: r.outage})
 	if err != nil {
 		return nil, err
 	}

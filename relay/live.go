@@ -96,9 +96,11 @@ func (rd *readiness) check(ctx context.Context) error {
 	}
 	if w := rd.r.live.writer.Load(); w != nil {
 		// Brokers that answer but do not acknowledge (fewer in-sync
-		// replicas than min.insync.replicas, a leader gone): not ready.
-		if since, last, failing := w.Failing(5 * time.Second); failing {
-			return fmt.Errorf("kafka: produce failing since %s, retrying: %s", since.UTC().Format(time.RFC3339), last)
+		// replicas than min.insync.replicas, a leader gone), or in
+		// exactly-once a transaction coordinator that does not answer:
+		// not ready.
+		if since, request, last, failing := w.Failing(5 * time.Second); failing {
+			return fmt.Errorf("kafka: %s failing since %s, retrying: %s", request, since.UTC().Format(time.RFC3339), last)
 		}
 	}
 	return rd.kafkaReachable(ctx)

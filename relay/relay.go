@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/outbox-cdc/outbox-cdc/internal/outage"
 	"github.com/outbox-cdc/outbox-cdc/metrics"
 	"github.com/outbox-cdc/outbox-cdc/sink"
 	"github.com/outbox-cdc/outbox-cdc/slot"
@@ -30,6 +31,10 @@ type Relay struct {
 	ready    *readiness
 	version  string
 	ran      atomic.Bool
+
+	// outage follows exactly-once's Kafka requests across sessions, so
+	// that an outage a session does not outlive is still one warning.
+	outage *outage.Tracker
 }
 
 // An Option changes how New builds a Relay.
@@ -69,7 +74,7 @@ func New(cfg Config, opts ...Option) (*Relay, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Relay{cfg: cfg, target: cfg.Target(), log: o.log, version: o.version}
+	r := &Relay{cfg: cfg, target: cfg.Target(), log: o.log, version: o.version, outage: outage.New(o.log)}
 	var err error
 	if r.admit, err = cfg.Admission(o.log); err != nil { // one cap for every session and the backfill
 		return nil, err

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -14,62 +13,59 @@ import (
 	"github.com/segmentio/kafka-go/protocol/rawproduce"
 
 	"github.com/outbox-cdc/outbox-cdc/internal/backoff"
+	"github.com/outbox-cdc/outbox-cdc/internal/outage"
 	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
-// health tracks whether produce requests are failing: one warning per
-// outage, and Failing for readiness. Every sender and retry reports to it;
-// its state is atomic, so it takes no lock.
+// health tracks whether produce requests are failing, through an outage
+// tracker (internal/outage): one warning per outage, once failures have
+// lasted a second (a leader moving, or a topic just created, fails one
+// attempt and is not worth a warning), and Failing for readiness. In a
+// transaction the tracker is the Transaction's, which its own requests
+// (AddPartitionsToTxn, EndTxn, the checkpoint's) report to as well: one
+// outage is one warning whichever request meets it. Every sender and
+// retry reports to it.
 type health struct {
 	log      *slog.Logger
 	observer Observer
-
-	down         atomic.Bool  // produce is failing; logged once per outage
-	failingSince atomic.Int64 // unix nanoseconds of the first failure since the last success
-	lastFailure  atomic.Pointer[string]
+	outage   *outage.Tracker
 }
 
-// failed is called on each failed produce attempt. It is turned into one
-// warning per outage, once failures have lasted a second: a leader moving,
-// or a topic just created, fails one attempt and is not worth a warning.
+// newHealth returns the health of a writer logging to log, reporting to
+// tx's tracker when it has one.
+func newHealth(log *slog.Logger, observer Observer, tx Transaction) health {
+	h := health{log: log, observer: observer, outage: outage.New(log)}
+	if tx != nil && tx.Outage() != nil {
+		h.outage = tx.Outage()
+	}
+	return h
+}
+
+// failed is called on each failed produce attempt.
 func (h *health) failed(err error, msg string, args ...any) {
 	h.observer.ProduceFailed(errorKind(err))
-	text := fmt.Sprintf(msg, args...)
-	h.lastFailure.Store(&text)
-	now := time.Now().UnixNano()
-	h.failingSince.CompareAndSwap(0, now)
-	if now-h.failingSince.Load() < int64(time.Second) {
-		h.log.Debug("kafka produce failed, retrying", slog.String("err", text))
-		return
-	}
-	if h.down.CompareAndSwap(false, true) {
-		h.log.Warn("kafka produce failing, retrying until it succeeds", slog.String("err", text))
+	failure := fmt.Errorf(msg, args...)
+	if !h.outage.Failed("produce", failure) {
+		h.log.Debug("kafka produce failed, retrying", slog.Any("err", failure))
 	}
 }
 
-// Failing reports, when produce requests have failed for at least d with
-// no success since, since when and the last failure.
-func (w *Writer) Failing(d time.Duration) (since time.Time, last string, failing bool) {
-	h := &w.health
-	ns := h.failingSince.Load()
-	if ns == 0 || time.Since(time.Unix(0, ns)) < d {
-		return time.Time{}, "", false
-	}
-	if p := h.lastFailure.Load(); p != nil {
-		last = *p
-	}
-	return time.Unix(0, ns), last, true
+// unavailable is called on each failed attempt to learn a topic's
+// partitions. It ends no outage when it succeeds: brokers that answer
+// metadata requests may still refuse produce requests.
+func (h *health) unavailable(topic string, err error) {
+	h.outage.Failed("metadata", fmt.Errorf("partitions of %s: %w", topic, err))
+}
+
+// Failing reports, when requests have failed for at least d with no
+// success since (produce requests, or in a transaction any of its
+// requests), since when, the request that failed last and its error.
+func (w *Writer) Failing(d time.Duration) (since time.Time, request, last string, failing bool) {
+	return w.health.outage.Failing(d)
 }
 
 // up is called on each success: the outage, if any, is over.
-func (h *health) up() {
-	if h.failingSince.Load() != 0 {
-		h.failingSince.Store(0)
-	}
-	if h.down.Load() && h.down.CompareAndSwap(true, false) {
-		h.log.Info("kafka produce succeeding again")
-	}
-}
+func (h *health) up() { h.outage.Succeeded() }
 
 // salvage settles a batch that kafka-go gave up on. It runs while the
 // batch's partition is held busy, so the partition's later batches wait: no

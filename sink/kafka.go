@@ -233,7 +233,7 @@ func NewWriter(cfg Config, done Done) *Writer {
 	w.dialer = producer.Dialer{ClientID: tr.ClientID, Dial: tr.Dial, TLS: tr.TLS, SASL: tr.SASL, Timeout: tr.DialTimeout}
 	w.shape = shapeOf(cfg)
 	w.letters = letters{topic: cfg.DeadLetterTopic, maxBytes: cfg.MaxMessageBytes, shape: w.shape}
-	w.health.log, w.health.observer = log, cfg.Observer
+	w.health = newHealth(log, cfg.Observer, cfg.Transaction)
 	w.abandon, w.abandoned = context.WithCancel(context.Background())
 	if w.transactional() {
 		w.startTransactional()
@@ -344,9 +344,7 @@ func (w *Writer) write(ctx context.Context, msg kafka.Message) error {
 			}
 			w.log.Debug("topic not ready, retrying", slog.String("topic", msg.Topic), slog.Any("err", err))
 		default:
-			if w.health.down.CompareAndSwap(false, true) {
-				w.log.Warn("kafka unavailable, retrying until it answers", slog.String("topic", msg.Topic), slog.Any("err", err))
-			}
+			w.health.unavailable(msg.Topic, err)
 		}
 		select {
 		case <-time.After(backoff.Delay(attempt, backoffMin, backoffMax)):

@@ -8,6 +8,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/outbox-cdc/outbox-cdc/internal/outage"
 	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
@@ -34,6 +35,10 @@ type Transaction interface {
 	Added(topic string, partition int32) bool
 	AddPartitions(ctx context.Context, partitions map[string][]int32) error
 	Refused(err error) error
+	// Outage is told of the writer's produce requests as well as the
+	// Transaction's own, so that an outage is one warning whichever
+	// request meets it; nil: the writer's own tracker.
+	Outage() *outage.Tracker
 }
 
 // transactional reports whether the writer is.

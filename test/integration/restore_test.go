@@ -31,6 +31,7 @@ import (
 // key to reset; after the documented reset (a tombstone under that key)
 // it starts from the slot and publishes C.
 func TestExactlyOnceRestoredDatabase(t *testing.T) {
+	t.Setenv("OUTBOX_TEST_DELIVERY", "exactly-once") // what the test reads, it reads at read_committed
 	ctx := context.Background()
 	server, err := testkit.StartPostgres() // a cluster of its own: the test takes it back in time
 	if err != nil {

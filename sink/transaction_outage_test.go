@@ -1,0 +1,76 @@
+package sink
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/outbox-cdc/outbox-cdc/internal/outage/outagetest"
+	"github.com/outbox-cdc/outbox-cdc/producer"
+)
+
+// TestTransactionOutageLogged: in a transaction, produce requests the
+// partition's leader refuses for four seconds, then an AddPartitionsToTxn
+// the coordinator refuses for two seconds, each retried until answered,
+// are two outages: each one warning naming the request, and one line
+// saying it recovered and after how long, told by the transaction's
+// tracker, which the writer reports its produce requests to: one tracker
+// for every request of the transaction, so that one outage is one warning.
+func TestTransactionOutageLogged(t *testing.T) {
+	cluster := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "outage"))
+	ctx := testContext(t, 30*time.Second)
+	logs := &outagetest.Log{}
+	tr := &kafka.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	txn, err := producer.NewTxn(producer.TxnConfig{Addr: kafka.TCP(cluster.ListenAddrs()...), Transport: tr, TransactionalID: "outage",
+		Timeout: 30 * time.Second, RetryBackoff: 5 * time.Millisecond, Logger: logs.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	o, token := newOutcomes(), uint64(0)
+	own := &outagetest.Log{} // the writer's: its produce requests are told to the transaction's tracker
+	w := txnWriter(cluster, "outage", Config{Transaction: txn, Logger: own.Logger()}, o)
+	publishTo(ctx, t, w, o, &token, 0, "before") // partition 0 in the transaction
+	// Produce retries back off from 100 ms, doubling, with jitter: the
+	// 6th attempt, the first sure to come a second after the first, may
+	// come 3.1 s after it.
+	const produceLasts, addLasts = 4 * time.Second, 2 * time.Second
+	produce := failFor(cluster, kmsg.Produce, kerr.NotEnoughReplicas, produceLasts)
+	publishTo(ctx, t, w, o, &token, 0, "produce refused")
+	add := failFor(cluster, kmsg.AddPartitionsToTxn, kerr.CoordinatorNotAvailable, addLasts)
+	publishTo(ctx, t, w, o, &token, 1, "add refused")
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkFates(t, o, nil, 0, 1, 2)
+	if err := txn.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if produce.Hits() < 2 || add.Hits() < 2 {
+		t.Fatalf("%d produce requests and %d AddPartitionsToTxn refused, want several of each", produce.Hits(), add.Hits())
+	}
+	logs.Check(t, outagetest.Outage{Request: "produce", Lasted: produceLasts}, outagetest.Outage{Request: "AddPartitionsToTxn", Lasted: addLasts})
+	own.Check(t)
+}
+
+// failFor answers every request of key with code, for d from the first one
+// it refuses.
+func failFor(c *kfake.Cluster, key kmsg.Key, code *kerr.Error, d time.Duration) *kfake.FaultHandle {
+	var first atomic.Int64
+	return c.Fault(kfake.Fault{Keys: []kmsg.Key{key}, Err: code, Count: -1, When: func(kmsg.Request) bool {
+		now := time.Now().UnixNano()
+		first.CompareAndSwap(0, now)
+		return now-first.Load() < int64(d)
+	}})
+}
