@@ -111,10 +111,14 @@ func (s *scan) batch(base int64, b []byte) error {
 		}
 		r := codec.NewReader(bytes.NewReader(b[batchHeader:]))
 		defer r.Close()
+		// The CRC covers the compressed bytes only: what they inflate to
+		// is the broker's word. A batch is read no further than
+		// maxInflatedBatch, a record no longer than maxRecordBytes.
+		inflated := io.LimitReader(r, maxInflatedBatch)
 		if s.inflate == nil {
-			s.inflate = bufio.NewReader(r)
+			s.inflate = bufio.NewReader(inflated)
 		}
-		s.inflate.Reset(r)
+		s.inflate.Reset(inflated)
 		bodies = &recordBodies{r: s.inflate, buf: s.record}
 		defer func() { s.record = bodies.buf }()
 	}
@@ -152,6 +156,15 @@ const controlAbort = 0
 
 // recordBodies yields the records of a batch: from its bytes, or from its
 // decompressed stream, one record at a time.
+// maxRecordBytes bounds one record of a compressed batch, and
+// maxInflatedBatch what one batch inflates to: a checkpoint record is a few
+// hundred bytes, and a batch at most a segment (topic.go) before
+// compression.
+const (
+	maxRecordBytes   = segmentBytes
+	maxInflatedBatch = 4 * segmentBytes
+)
+
 type recordBodies struct {
 	flat []byte
 	r    *bufio.Reader
@@ -172,6 +185,9 @@ func (rb *recordBodies) record(base int64) (offset int64, key, value []byte, err
 		n, err := binary.ReadVarint(rb.r)
 		if err != nil || n < 0 {
 			return 0, nil, nil, errors.Join(errTruncated, err)
+		}
+		if n > maxRecordBytes {
+			return 0, nil, nil, fmt.Errorf("a record of %d bytes, over the %d a checkpoint topic's record can be: %w", n, maxRecordBytes, errTruncated)
 		}
 		if int64(cap(rb.buf)) < n {
 			rb.buf = make([]byte, n)

@@ -90,7 +90,8 @@ func (r *Relay) openExactly(ctx context.Context, x *exactly, sys replication.Sys
 	} else {
 		r.log.Info(decision.Reason, slog.String("slot", r.cfg.Slot.Name))
 	}
-	if g := decision.Ghosts; g != nil {
+	if g := decision.Ghosts; g != nil && *g != r.ghosts { // once per failover, not per session
+		r.ghosts = *g
 		r.metrics.FailoverGhosts(uint64(g.To - g.From))
 	}
 	if decision.Start > start {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/outbox-cdc/outbox-cdc/checkpoint"
 	"github.com/outbox-cdc/outbox-cdc/internal/outage"
 	"github.com/outbox-cdc/outbox-cdc/metrics"
 	"github.com/outbox-cdc/outbox-cdc/sink"
@@ -35,6 +36,10 @@ type Relay struct {
 	// outage follows exactly-once's Kafka requests across sessions, so
 	// that an outage a session does not outlive is still one warning.
 	outage *outage.Tracker
+	// ghosts is the last failover's ghost range counted, set by
+	// openExactly (sessions run one at a time): a range is counted once,
+	// however many sessions find the old timeline's checkpoint the newest.
+	ghosts checkpoint.Ghosts
 }
 
 // An Option changes how New builds a Relay.

@@ -50,6 +50,16 @@ func (h *health) failed(err error, msg string, args ...any) {
 	}
 }
 
+// refused is called when the brokers refused a request for what it is
+// (the transaction fenced, or past saving): a verdict, not an outage. The
+// brokers answered, so it ends any outage instead of starting one: a fenced
+// transaction sends nothing more, and no later success would clear it.
+func (h *health) refused(err error, msg string, args ...any) {
+	h.observer.ProduceFailed(errorKind(err))
+	h.outage.Succeeded()
+	h.log.Debug("kafka refused a produce request", slog.Any("err", fmt.Errorf(msg, args...)))
+}
+
 // unavailable is called on each failed attempt to learn a topic's
 // partitions. It ends no outage when it succeeds: brokers that answer
 // metadata requests may still refuse produce requests.

@@ -123,7 +123,7 @@ func (s *sender) failInTransaction(b batch, err error) {
 	}
 	s.handOver(b.p)
 	w.mu.Unlock()
-	w.health.failed(err, "produce %d messages to %s/%d in a transaction: %v", len(b.msgs), b.p.tp.topic, b.p.tp.id, err)
+	w.health.refused(err, "produce %d messages to %s/%d in a transaction: %v", len(b.msgs), b.p.tp.topic, b.p.tp.id, err)
 }
 
 // errQueued is salvageOne's answer for a message whose dead letter went to
