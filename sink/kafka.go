@@ -277,10 +277,8 @@ func (w *Writer) Publish(ctx context.Context, ev *decode.Event, token uint64) er
 		}
 		w.mu.Unlock()
 	}
-	// The value is built only if it can fit, and within --max-message-bytes
-	// (see shape.value): a row too large is dead-lettered once, without
-	// its value, and costs a few times the limit, not its payload's size
-	// times the envelope's expansion.
+	// Built only if it can fit (shape.value): a row too large is dead-lettered
+	// once, without its value, at a few times the limit's cost.
 	value, n, fits := w.shape.value(ev)
 	if !fits {
 		return w.deadLetterTooLarge(ctx, ev, topic, token, fmt.Errorf("record of at least %d bytes exceeds --max-message-bytes %d",
