@@ -1,0 +1,32 @@
+package slot
+
+import "testing"
+
+// TestLossFromSlotRow: why a slot cannot continue, read from
+// pg_replication_slots as each supported version spells it: 14 to 16 have
+// wal_status alone (16 adds conflicting, for a standby's slot), 17 adds
+// invalidation_reason, 18 its idle_timeout.
+func TestLossFromSlotRow(t *testing.T) {
+	cases := []struct {
+		name string
+		row  lossRow
+		want Loss
+	}{
+		{"14: healthy", lossRow{walStatus: "reserved"}, LossNone},
+		{"14: unreserved is still usable", lossRow{walStatus: "unreserved"}, LossNone},
+		{"14: wal removed", lossRow{walStatus: "lost"}, LossWALRemoved},
+		{"15: lost, confirmed position gone too", lossRow{walStatus: "lost", noConfirmed: true}, LossWALRemoved},
+		{"16: conflicting with recovery", lossRow{walStatus: "reserved", conflicting: true}, LossInvalidated},
+		{"17: wal_removed", lossRow{walStatus: "lost", reason: "wal_removed"}, LossWALRemoved},
+		{"17: rows_removed", lossRow{walStatus: "reserved", reason: "rows_removed", conflicting: true}, LossInvalidated},
+		{"17: wal_level_insufficient", lossRow{reason: "wal_level_insufficient"}, LossInvalidated},
+		{"18: idle_timeout", lossRow{walStatus: "lost", reason: "idle_timeout"}, LossIdleTimeout},
+		{"a reason a later version adds", lossRow{reason: "something_new"}, LossInvalidated},
+		{"no confirmed position, no reason", lossRow{walStatus: "reserved", noConfirmed: true}, LossInvalidated},
+	}
+	for _, c := range cases {
+		if got := c.row.loss(); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+}
