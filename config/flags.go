@@ -77,6 +77,7 @@ func newFlags(c *Config) *flags {
 	slotFlags(f, r)
 	f.value(gCleanup, enum[cleanup.Policy]{&r.Cleanup}, "cleanup", "none; delete-after-publish: delete each row once Kafka acknowledged its event (exactly-once: once its Kafka transaction committed) (by the id column, which must be unique), before its position is confirmed, dead-lettered rows kept; or mark: update it instead, by --mark (and dead-lettered rows by --mark-dead)")
 	tableFlags(f, &r.Defaults, true)
+	f.value(gCleanup, enum[relay.SlotLostPolicy]{&r.OnSlotLost}, "on-slot-lost", "what a lost replication slot (dropped, invalidated by max_slot_wal_keep_size or idle_replication_slot_timeout, or absent after a failover without slot sync or a restore) makes run do: fail stops and says how to recover by hand (the default: a heal publishes some events again); heal drops the lost slot, creates it anew and publishes from its snapshot every row --cleanup has not deleted or marked, then streams, so no row is lost: rows published but not yet cleaned when the slot was lost are published again (in exactly-once, only those of the last Kafka transaction committed), logged and counted (outbox_cdc_slot_heal_rows_total); needs --cleanup delete-after-publish or mark (with --mark). Logical decoding messages of the lost range are in no table and cannot be healed")
 	f.boolean(gCleanup, &r.BackfillForce, "backfill-force", "run --backfill-where again on an existing slot, in a snapshot of its own: rows it finds that the slot also streams are published twice")
 	kafkaFlags(f, &r.Kafka)
 	topicFlags(f, &r.Topics)

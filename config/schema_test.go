@@ -226,7 +226,7 @@ var enums = map[string][]string{
 	"cleanup": {"none", "delete-after-publish", "mark"}, "backfill-order": {"auto", "commit", "timestamp", "id"},
 	"log-format": {"text", "json"}, "log-level": {"debug", "info", "warn", "error"},
 	"null-payload": {"dead-letter", "tombstone"}, "timestamp": {"column", "commit"},
-	"contracts-unknown": {"allow", "dead-letter"},
+	"contracts-unknown": {"allow", "dead-letter"}, "on-slot-lost": {"fail", "heal"},
 }
 
 // TestEnumsAreValidated: each enum value above is accepted, another is
@@ -237,6 +237,8 @@ func TestEnumsAreValidated(t *testing.T) {
 		for _, v := range append(slices.Clone(values), "bogus") {
 			args := append(slices.Clone(base), "--"+name+"="+v)
 			switch {
+			case name == "on-slot-lost" && v == "heal":
+				args = append(args, "--cleanup", "delete-after-publish")
 			case name == "cleanup" && v == "mark":
 				args = append(args, "--mark", "done=true")
 			case name == "contracts-unknown" && v == "dead-letter":

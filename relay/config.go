@@ -52,6 +52,9 @@ type Config struct {
 	// BackfillForce runs each table's backfill again on an existing slot,
 	// in a snapshot of its own: rows it also streams are published twice.
 	BackfillForce bool
+	// OnSlotLost is what a lost slot makes the relay do (--on-slot-lost):
+	// fail (the default) or heal, which needs Cleanup.
+	OnSlotLost SlotLostPolicy
 	// Defaults are the per-table settings a table named by --table alone
 	// gets (the flags set them; the config file overrides them per table).
 	Defaults Table
@@ -227,8 +230,8 @@ func Default() Config {
 		Producer: Producer{BatchSize: 1000, BatchTimeout: 7 * time.Millisecond, MaxInFlightRequests: 5, Compression: sink.CompressionLz4,
 			MaxMessageBytes: 1_000_000, MetadataMaxAge: time.Minute, MissingTopicTimeout: 30 * time.Second,
 			Envelope: sink.EnvelopeRaw, Timestamp: sink.TimestampColumn},
-		Topics:   Topics{Create: true, AutoCreate: true, Max: 1000, OnInvalid: OnInvalidDLQ, DeadLetterTopic: "outbox.dlq"},
-		Cleanup:  cleanup.None,
+		Topics:  Topics{Create: true, AutoCreate: true, Max: 1000, OnInvalid: OnInvalidDLQ, DeadLetterTopic: "outbox.dlq"},
+		Cleanup: cleanup.None, OnSlotLost: SlotLostFail,
 		Delivery: defaultDelivery(),
 		Defaults: defaults,
 	}

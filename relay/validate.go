@@ -70,7 +70,7 @@ func (c Config) ValidateParts(p Part) error {
 	}{
 		{PartPostgres, c.validatePostgres}, {PartSlot, c.validateSlot}, {PartTables, c.validateTables},
 		{PartKafka, c.Kafka.validate}, {PartTopics, c.validateTopics}, {PartStream, c.validateStream},
-		{PartCleanup, c.validateCleanup}, {PartTopics, c.Contracts.validate}, {PartTopics, c.validateRegistry},
+		{PartCleanup, c.validateCleanup}, {PartCleanup, c.validateSlotLost}, {PartTopics, c.Contracts.validate}, {PartTopics, c.validateRegistry},
 		{PartKafka, c.Delivery.validate}, {PartKafka, c.validateCheckpointTopic}, {PartTopics, c.validateReserved},
 	}
 	for _, ch := range checks {
