@@ -54,6 +54,7 @@ type Metrics struct {
 	slotActive   prometheus.Gauge
 	walStatus    *prometheus.GaugeVec
 	slotReadAt   prometheus.Gauge
+	heal         healMetrics
 
 	topics     labelValues // the topic label's values
 	eventTypes labelValues // the event_type label's values
@@ -118,6 +119,7 @@ func New(version string, reg prometheus.Registerer, live Live) (*Metrics, error)
 	m := &Metrics{}
 	m.newPipelineMetrics()
 	m.newSlotMetrics()
+	m.heal = newHealMetrics()
 	collectors := append(m.collectors(), liveGauges(live)...)
 	collectors = append(collectors, buildInfo(version))
 	return m, register(reg, collectors)
@@ -139,7 +141,7 @@ func register(reg prometheus.Registerer, collectors []prometheus.Collector) erro
 // collectors are the metrics m updates itself, in registration order.
 func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.published, m.deadLettered, m.publishErrors, m.latency, m.batch, m.requests, m.records, m.sentBytes, m.reconnects, m.ghostBytes, m.deleted, m.marked, m.resized, m.backfillTotal, m.backfillDone, m.violations, m.overBudget, m.renamed, m.transactions, m.commitTime, m.txnTimeouts,
-		m.slotLag, m.slotRetained, m.slotSafe, m.slotActive, m.walStatus, m.slotReadAt}
+		m.slotLag, m.slotRetained, m.slotSafe, m.slotActive, m.walStatus, m.slotReadAt, m.heal.heals, m.heal.rows, m.heal.last}
 }
 
 // newPipelineMetrics builds the counters and histograms the pipeline
