@@ -53,6 +53,20 @@ type Config struct {
 	Committed func(context.Context) (*Progress, error)
 	// CommitInterval is how often a Committer entry commits.
 	CommitInterval time.Duration
+	// Heal makes the backfill a heal of a lost slot (--on-slot-lost heal):
+	// under the lock, before the slot is looked at, a slot that is still
+	// invalidated is dropped (slot.DropLost; one a racing instance has
+	// created anew is kept), so that a missing slot is created exporting
+	// its snapshot, every table recorded pending again over what the lost
+	// slot's backfills left (their done rows would otherwise say there is
+	// nothing to do). On a slot that exists, a heal cut short resumes and
+	// one another instance finished is done, as any backfill.
+	Heal bool
+	// BeforeCreate, when set, is called under the lock once the tables are
+	// recorded pending and before the slot is created: the heal records
+	// and announces itself there, so that only the instance that heals
+	// does, once.
+	BeforeCreate func(context.Context) error
 	// CleanGap: the entry's commits clean the rows they hold (--cleanup),
 	// so a resume past rows committed and not recorded cleans them
 	// (GapCleaner).
@@ -108,6 +122,10 @@ func Prepare(ctx context.Context, conn *pgx.Conn, cfg Config) (*Plan, error) {
 	return p, nil
 }
 
+// Created says whether Prepare created the slot (and the backfill reads
+// its exported snapshot).
+func (p *Plan) Created() bool { return p.exported != nil }
+
 // Due says whether some table is to be backfilled.
 func (p *Plan) Due() bool { return len(p.due) > 0 }
 
@@ -158,6 +176,11 @@ func (p *Plan) decide(ctx context.Context, conn *pgx.Conn, jobs []job) error {
 	if err := unfinishedElsewhere(ctx, conn, p.cfg.Target.Slot, jobs, states); err != nil {
 		return err
 	}
+	if p.cfg.Heal {
+		if err := p.dropLost(ctx, conn); err != nil {
+			return err
+		}
+	}
 	exists, err := slot.SlotExists(ctx, conn, p.cfg.Target.Slot)
 	if err != nil {
 		return err
@@ -189,6 +212,11 @@ func (p *Plan) createSlot(ctx context.Context, conn *pgx.Conn, jobs []job) error
 	// backfill unfinished, and finishes it.
 	for _, j := range jobs {
 		if err := p.store.Save(ctx, State{Table: j.table.Qualified(), Phase: PhasePending}); err != nil {
+			return err
+		}
+	}
+	if p.cfg.BeforeCreate != nil {
+		if err := p.cfg.BeforeCreate(ctx); err != nil {
 			return err
 		}
 	}
@@ -302,4 +330,13 @@ func unfinishedElsewhere(ctx context.Context, conn *pgx.Conn, slotName string, j
 		}
 	}
 	return nil
+}
+
+// dropLost drops the slot if it is still invalidated (Config.Heal).
+func (p *Plan) dropLost(ctx context.Context, conn *pgx.Conn) error {
+	dropped, err := slot.DropLost(ctx, conn, p.cfg.Target.Slot)
+	if dropped {
+		p.log.Info("dropped the invalidated slot, to create it anew", slog.String("slot", p.cfg.Target.Slot))
+	}
+	return err
 }

@@ -97,6 +97,13 @@ func SetupSQL(schema, role string) []string {
 		fmt.Sprintf("GRANT SELECT, INSERT, UPDATE ON %s TO %s;", name, pgx.Identifier{role}.Sanitize())}
 }
 
+// HealSetupSQL creates the heal table in schema and grants role what
+// --on-slot-lost heal does with it, for outbox-cdc setup.
+func HealSetupSQL(schema, role string) []string {
+	return []string{HealTableSQL(schema) + ";",
+		fmt.Sprintf("GRANT SELECT, INSERT, UPDATE ON %s TO %s;", pgx.Identifier{schema, HealTable}.Sanitize(), pgx.Identifier{role}.Sanitize())}
+}
+
 // BackfillTableSQL creates the progress table in schema.
 func ProgressTableSQL(schema string) string {
 	return `CREATE TABLE IF NOT EXISTS ` + pgx.Identifier{schema, ProgressTable}.Sanitize() + ` (
