@@ -93,7 +93,18 @@ func (r *Relay) prepareBackfilled(ctx context.Context, force bool) (pglogrepl.LS
 // the slot before its backfill is done, or an aggregate's older rows would
 // follow its newer ones, and in exactly-once its InitProducerID would
 // fence the backfill's producer.
+//
+// With --on-slot-lost heal, a slot found lost is healed first
+// (prepareHealing).
 func (r *Relay) reprepare(ctx context.Context, standby bool) (pglogrepl.LSN, error) {
+	if r.heals() {
+		return r.prepareHealing(ctx, true, func(ctx context.Context) (pglogrepl.LSN, error) { return r.reprepareSlot(ctx, standby) })
+	}
+	return r.reprepareSlot(ctx, standby)
+}
+
+// reprepareSlot is reprepare without a heal.
+func (r *Relay) reprepareSlot(ctx context.Context, standby bool) (pglogrepl.LSN, error) {
 	start, err := r.prepare(ctx, false, standby)
 	if err != nil || !r.backfilled() {
 		return start, err

@@ -64,12 +64,22 @@ func (r *Relay) run(ctx context.Context) error {
 			return err
 		}
 	}
+	usual := func(ctx context.Context) (pglogrepl.LSN, error) {
+		if r.backfilled() {
+			return r.prepareBackfilled(ctx, cfg.BackfillForce)
+		}
+		return r.prepare(ctx, true, false)
+	}
 	var start pglogrepl.LSN
 	var err error
-	if r.backfilled() {
-		start, err = r.prepareBackfilled(ctx, cfg.BackfillForce)
+	if r.heals() {
+		if cfg.Messages.Prefix != "" {
+			log.Warn("--on-slot-lost heal republishes rows; logical decoding messages committed while a slot is lost are in no table and cannot be healed",
+				slog.String("message_prefix", cfg.Messages.Prefix))
+		}
+		start, err = r.prepareHealing(ctx, false, usual)
 	} else {
-		start, err = r.prepare(ctx, true, false)
+		start, err = usual(ctx)
 	}
 	if err != nil || ctx.Err() != nil {
 		return err

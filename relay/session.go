@@ -185,6 +185,9 @@ func (r *Relay) drain(ctx context.Context, track *checkpoint.Tracker, pub *publi
 	switch {
 	case ctx.Err() != nil:
 		log.Info("draining", slog.Int("events", events), slog.Int64("bytes", bytes), slog.Duration("timeout", cfg.Stream.DrainTimeout))
+	case lost && r.slotGoneForHeal(x):
+		log.Info("the slot is gone: publishing and cleaning what is in flight before the heal, so that it reads those rows no more",
+			slog.Int("events", events))
 	case lost:
 		// Publishing what is queued, or retrying what is out, would only
 		// publish twice what the slot replays to whoever streams it next.

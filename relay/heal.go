@@ -1,0 +1,270 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outbox-cdc/outbox-cdc/backfill"
+	"github.com/outbox-cdc/outbox-cdc/cleanup"
+	"github.com/outbox-cdc/outbox-cdc/slot"
+)
+
+// A heal (--on-slot-lost heal) is a backfill: every row the cleanup has
+// not settled (cleanup.Unpublished) is published from the snapshot a new
+// slot exports, in the backfill's order, and the stream takes over at the
+// slot's consistent point; so every event committed to a table reaches
+// Kafka, whatever WAL the lost slot missed. It triggers:
+//
+//   - at start, on a slot that is invalidated, or missing where this
+//     database recorded it (backfill.HealTable, which a base backup and a
+//     failover carry and a slot does not): cause missing. A slot missing on
+//     a first start (nothing recorded) is created as before, without a
+//     heal: rows already in the outbox then are the cutover's business
+//     (--backfill-where), as without heal, and a relay adopting an outbox a
+//     poller still serves does not publish its whole history;
+//   - before each later session (reprepare), on a slot that a session
+//     found dropped (cause dropped) or invalidated. The session that lost
+//     it drains first where it can (see drainLost): what was in flight
+//     is published and cleaned, and not read again;
+//   - on a heal recorded as under way: cut short, it is resumed.
+//
+// The backfill's store lock makes one instance heal: another waits, then
+// finds the new slot and its done records, and streams (standing by).
+//
+// What a heal can publish twice: the rows Kafka acknowledged and the
+// cleanup had not yet deleted or marked when the slot was lost (at least
+// once, each acknowledged row's DELETE or UPDATE is batched after the ack;
+// in exactly-once, the rows of the last Kafka transaction committed, which
+// are cleaned after its commit), and rows a dead letter kept
+// (delete-after-publish keeps them; --mark-dead settles them). The count
+// of rows a heal published is logged and counted: at-least-once consumers
+// see at most that many duplicates. Logical decoding messages of the lost
+// range are in no table and are lost.
+
+// heals says whether --on-slot-lost heal is set.
+func (r *Relay) heals() bool { return r.cfg.OnSlotLost == SlotLostHeal }
+
+// healFacts are what decides a heal, read before the backfill's lock.
+type healFacts struct {
+	loss         slot.Loss
+	afterSession bool // a session of this process ran before
+	known        bool // the heal table records the slot
+	backfilled   bool // the progress table records a backfill of it
+	record       backfill.HealRecord
+}
+
+// decideHeal returns the cause of the heal due (slot.LossNone: none) and
+// whether the slot is to be recorded as known here before streaming.
+func decideHeal(f healFacts) (cause slot.Loss, record bool) {
+	switch {
+	case f.record.Unfinished():
+		if f.record.Cause == "" {
+			return slot.LossMissing, false
+		}
+		return slot.Loss(f.record.Cause), false
+	case f.loss == slot.LossNone:
+		return slot.LossNone, !f.known
+	case f.loss != slot.LossMissing:
+		return f.loss, false
+	case f.afterSession:
+		return slot.LossDropped, false
+	case f.known || f.backfilled:
+		return slot.LossMissing, false
+	}
+	return slot.LossNone, true // a first start
+}
+
+// healSpecs are the heal's backfills: every table, its unsettled rows
+// (cleanup.Unpublished) narrowed by its --where, in its --backfill-order.
+// A --backfill-where does not widen it: with cleanup, the rows it selects
+// that still need publishing are unsettled ones.
+func healSpecs(cfg Config) ([]backfill.Spec, error) {
+	tables := cfg.CleanupTables()
+	specs := make([]backfill.Spec, len(cfg.Tables))
+	for i, t := range cfg.Tables {
+		where, err := cleanup.Unpublished(cfg.Cleanup, tables[i])
+		if err != nil {
+			return nil, err
+		}
+		specs[i] = backfill.Spec{Where: where, RowFilter: t.Where, Order: t.Backfill.Order}
+	}
+	return specs, nil
+}
+
+// prepareHealing is prepare with --on-slot-lost heal: it heals when
+// decideHeal says so, and otherwise readies the slot as usual does.
+// afterSession says a session of this process ran before. A slot lost
+// between the look and usual's (which refuses it, as --on-slot-lost fail
+// does) is healed then.
+func (r *Relay) prepareHealing(ctx context.Context, afterSession bool, usual func(context.Context) (pglogrepl.LSN, error)) (pglogrepl.LSN, error) {
+	start, err := r.healOrPrepare(ctx, afterSession, usual)
+	if errors.Is(err, slot.ErrSlotInvalidated) {
+		return r.healOrPrepare(ctx, true, usual)
+	}
+	return start, err
+}
+
+// healOrPrepare is one try of prepareHealing.
+func (r *Relay) healOrPrepare(ctx context.Context, afterSession bool, usual func(context.Context) (pglogrepl.LSN, error)) (pglogrepl.LSN, error) {
+	conn, err := pgx.Connect(ctx, r.cfg.PostgresURL)
+	if err != nil {
+		return 0, fmt.Errorf("connect to postgres (%s): %w", PostgresHint(err), err)
+	}
+	defer conn.Close(context.Background())
+	if err := slot.PrepareTables(ctx, conn, r.target); err != nil {
+		return 0, err
+	}
+	f, err := r.readHealFacts(ctx, conn, afterSession)
+	if err != nil {
+		return 0, err
+	}
+	cause, record := decideHeal(f)
+	if record {
+		// Before the slot is created: a crash after it finds the slot
+		// known, and heals rather than starting afresh.
+		if err := backfill.RecordSlot(ctx, conn, r.healSchema(), r.target.Slot); err != nil {
+			return 0, err
+		}
+	}
+	if cause == slot.LossNone {
+		conn.Close(context.Background())
+		return usual(ctx)
+	}
+	return r.heal(ctx, conn, cause)
+}
+
+// healSchema is where the heal table is: the progress table's schema.
+func (r *Relay) healSchema() string { return r.target.Tables[0].Schema }
+
+// readHealFacts reads the slot's state and what this database recorded of
+// it.
+func (r *Relay) readHealFacts(ctx context.Context, conn *pgx.Conn, afterSession bool) (healFacts, error) {
+	f := healFacts{afterSession: afterSession}
+	var err error
+	if f.loss, err = slot.SlotLoss(ctx, conn, r.target.Slot); err != nil {
+		return f, err
+	}
+	if f.record, f.known, err = backfill.ReadHeal(ctx, conn, r.healSchema(), r.target.Slot); err != nil {
+		return f, err
+	}
+	states, err := backfill.ReadStates(ctx, conn, r.healSchema(), r.target.Slot)
+	if err != nil {
+		return f, fmt.Errorf("read the backfills of slot %q: %w", r.target.Slot, err)
+	}
+	f.backfilled = len(states) > 0
+	return f, nil
+}
+
+// heal runs the heal of cause on conn's server, under the backfill's lock,
+// and returns where streaming starts: the new slot's consistent point.
+func (r *Relay) heal(ctx context.Context, conn *pgx.Conn, cause slot.Loss) (pglogrepl.LSN, error) {
+	specs, err := healSpecs(r.cfg)
+	if err != nil {
+		return 0, err
+	}
+	began := time.Now()
+	entry := newBackfillEntry(r)
+	cfg := backfill.Config{
+		URL: r.cfg.PostgresURL, Target: r.target, Specs: specs, Heal: true,
+		ConfirmInterval: r.cfg.Stream.ConfirmInterval, DrainTimeout: r.cfg.Stream.DrainTimeout,
+		Logger: r.log, Progress: r.metrics.Backfill, CommitInterval: max(r.cfg.Delivery.TransactionInterval, backfillCommitInterval),
+		CleanGap: true,
+		BeforeCreate: func(ctx context.Context) error {
+			began = time.Now()
+			r.warnHeal(cause)
+			return backfill.RecordHealStart(ctx, conn, r.healSchema(), r.target.Slot, cause)
+		},
+	}
+	if r.cfg.Delivery.Exactly() {
+		entry.bt = r.newBackfillTxn()
+		cfg.Committed = entry.bt.committed
+	}
+	plan, err := backfill.Prepare(ctx, conn, cfg)
+	if err != nil {
+		return 0, err
+	}
+	defer plan.Close()
+	switch {
+	case plan.Created():
+	case plan.Due():
+		r.log.Info("resuming a heal of the slot cut short", slog.String("slot", r.target.Slot), slog.String("cause", string(cause)))
+	default:
+		r.log.Info("the slot was healed already (by another instance): streaming it", slog.String("slot", r.target.Slot))
+		return r.healed(ctx, conn, cause, began, false)
+	}
+	r.live.backfilling.Store(true)
+	defer r.live.backfilling.Store(false)
+	var in backfill.Entry = entry
+	if entry.bt != nil {
+		in = committingEntry{entry}
+	}
+	if err := plan.Run(ctx, in); err != nil || ctx.Err() != nil {
+		return 0, err
+	}
+	return r.healed(ctx, conn, cause, began, true)
+}
+
+// warnHeal is the heal's one warning, as it begins.
+func (r *Relay) warnHeal(cause slot.Loss) {
+	attrs := []any{slog.String("slot", r.target.Slot), slog.String("cause", string(cause)), slog.String("tables", r.cfg.TableNames())}
+	if p := r.cfg.Messages.Prefix; p != "" {
+		attrs = append(attrs, slog.String("messages_not_healed", p))
+	}
+	r.log.Warn("replication slot lost: healing from the outbox", attrs...)
+}
+
+// healed records the end of a heal (ours: counted and logged; another
+// instance's left unrecorded: recorded once, not counted here) and returns
+// the new slot's position.
+func (r *Relay) healed(ctx context.Context, conn *pgx.Conn, cause slot.Loss, began time.Time, ours bool) (pglogrepl.LSN, error) {
+	states, err := backfill.ReadStates(ctx, conn, r.healSchema(), r.target.Slot)
+	if err != nil {
+		return 0, fmt.Errorf("read the heal of slot %q: %w", r.target.Slot, err)
+	}
+	var rows int64
+	for _, t := range r.cfg.Tables {
+		rows += states[t.Qualified()].Done
+	}
+	ended, err := backfill.RecordHealEnd(ctx, conn, r.healSchema(), r.target.Slot, rows)
+	if err != nil {
+		return 0, err
+	}
+	if ours && ended {
+		r.metrics.SlotHealed(cause, rows, time.Now())
+		r.log.Info("slot healed", slog.String("slot", r.target.Slot), slog.String("cause", string(cause)), slog.Int64("rows", rows),
+			slog.Duration("took", time.Since(began).Round(time.Millisecond)))
+	}
+	return slot.Prepare(ctx, conn, r.target, false)
+}
+
+// slotGoneForHeal says a session that lost its stream should drain what
+// it holds rather than abandon it: with --on-slot-lost heal in
+// at-least-once, once the slot is dropped or invalidated, nothing replays
+// those events, and each one published and cleaned now is a row the heal
+// does not publish again. In exactly-once the session's open Kafka
+// transaction is aborted as on any loss (its rows stay unpublished and
+// uncleaned: the heal reads them once). A server that cannot be asked
+// (the likelier cause of a lost stream) is not judged gone.
+func (r *Relay) slotGoneForHeal(x *exactly) bool {
+	if !r.heals() || x != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), slotGoneTimeout)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, r.cfg.PostgresURL)
+	if err != nil {
+		return false
+	}
+	defer conn.Close(context.Background())
+	loss, err := slot.SlotLoss(ctx, conn, r.target.Slot)
+	return err == nil && loss != slot.LossNone
+}
+
+// slotGoneTimeout bounds slotGoneForHeal's question.
+const slotGoneTimeout = 5 * time.Second

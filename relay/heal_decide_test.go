@@ -1,0 +1,67 @@
+package relay
+
+import (
+	"testing"
+	"time"
+
+	"github.com/outbox-cdc/outbox-cdc/backfill"
+	"github.com/outbox-cdc/outbox-cdc/slot"
+)
+
+// TestHealDecision: when --on-slot-lost heal heals, and for what cause: an
+// invalidated slot always; a missing one after streaming (dropped), or at
+// start where this database knew the slot (missing); never on a first
+// start, which is recorded instead; and a heal cut short is resumed under
+// its first cause.
+func TestHealDecision(t *testing.T) {
+	start := time.Unix(1_700_000_000, 0)
+	before := start.Add(-time.Hour)
+	unfinished := backfill.HealRecord{Cause: "wal_removed", Started: &start, Finished: &before}
+	finished := backfill.HealRecord{Cause: "wal_removed", Started: &before, Finished: &start}
+	cases := []struct {
+		name   string
+		facts  healFacts
+		cause  slot.Loss
+		record bool
+	}{
+		{"first start: no slot, never known", healFacts{loss: slot.LossMissing}, slot.LossNone, true},
+		{"healthy, not yet recorded (an upgrade)", healFacts{loss: slot.LossNone}, slot.LossNone, true},
+		{"healthy and recorded", healFacts{loss: slot.LossNone, known: true, record: finished}, slot.LossNone, false},
+		{"missing at start, recorded before", healFacts{loss: slot.LossMissing, known: true}, slot.LossMissing, false},
+		{"missing at start, a backfill of it recorded", healFacts{loss: slot.LossMissing, backfilled: true}, slot.LossMissing, false},
+		{"missing after a session", healFacts{loss: slot.LossMissing, afterSession: true, known: true}, slot.LossDropped, false},
+		{"missing after a session, never recorded", healFacts{loss: slot.LossMissing, afterSession: true}, slot.LossDropped, false},
+		{"invalidated by max_slot_wal_keep_size", healFacts{loss: slot.LossWALRemoved, known: true}, slot.LossWALRemoved, false},
+		{"invalidated while idle, unrecorded", healFacts{loss: slot.LossIdleTimeout}, slot.LossIdleTimeout, false},
+		{"a heal cut short before the slot was made", healFacts{loss: slot.LossMissing, known: true, record: unfinished}, slot.LossWALRemoved, false},
+		{"a heal cut short on the new slot, or under way elsewhere", healFacts{loss: slot.LossNone, known: true, record: unfinished}, slot.LossWALRemoved, false},
+		{"a backfill cut short, no heal under way", healFacts{loss: slot.LossNone, known: true, record: finished}, slot.LossNone, false},
+	}
+	for _, c := range cases {
+		cause, record := decideHeal(c.facts)
+		if cause != c.cause || record != c.record {
+			t.Errorf("%s: cause %q record %v, want %q %v", c.name, cause, record, c.cause, c.record)
+		}
+	}
+}
+
+// TestHealSpecs: a heal reads every table with the predicate of its
+// unsettled rows, narrowed by the table's --where, in its --backfill-order,
+// whatever its --backfill-where.
+func TestHealSpecs(t *testing.T) {
+	cfg := Default()
+	cfg.Cleanup, cfg.OnSlotLost = "delete-after-publish", SlotLostHeal
+	a, b := cfg.Table("public.a"), cfg.Table("public.b")
+	a.Backfill.Where, a.Backfill.Order, b.Where = "sent IS NULL", backfill.OrderID, "region = 'eu'"
+	cfg.Tables = []Table{a, b}
+	specs, err := healSpecs(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []backfill.Spec{{Where: "true", Order: backfill.OrderID}, {Where: "true", RowFilter: "region = 'eu'", Order: backfill.OrderAuto}}
+	for i := range want {
+		if specs[i] != want[i] {
+			t.Errorf("table %d: %+v, want %+v", i, specs[i], want[i])
+		}
+	}
+}
