@@ -43,8 +43,8 @@ func Privileges(cfg relay.Config) []string {
 	case cleanup.Mark:
 		out = append(out, "UPDATE")
 	}
-	if backfilling(cfg) {
-		out = append(out, "SELECT")
+	if backfilling(cfg) || cfg.OnSlotLost == relay.SlotLostHeal {
+		out = append(out, "SELECT") // a heal reads the rows as a backfill does
 	}
 	return out
 }
@@ -66,8 +66,12 @@ func Plan(ctx context.Context, cfg relay.Config, role string, conn *pgx.Conn) (S
 	if err != nil {
 		return p, err
 	}
-	if backfilling(cfg) && role != "" && len(cfg.Tables) > 0 {
+	heals := cfg.OnSlotLost == relay.SlotLostHeal
+	if (backfilling(cfg) || heals) && role != "" && len(cfg.Tables) > 0 {
 		stmts = append(stmts, backfill.SetupSQL(cfg.Tables[0].Schema, role)...)
+	}
+	if heals && role != "" && len(cfg.Tables) > 0 {
+		stmts = append(stmts, backfill.HealSetupSQL(cfg.Tables[0].Schema, role)...)
 	}
 	p.Statements = stmts
 	return p, nil

@@ -22,6 +22,9 @@ type StatusReport struct {
 	CurrentLSN   string `json:"current_wal_lsn"`
 	// Backfills are the tables' backfills of this slot, by schema.table.
 	Backfills map[string]backfill.State `json:"backfills,omitempty"`
+	// LastHeal is the slot's row in the heal table (--on-slot-lost heal),
+	// its last heal's cause, time and rows; nil when none is recorded.
+	LastHeal *backfill.HealRecord `json:"last_heal,omitempty"`
 
 	// publication should carry tables (schema.table), for Lines.
 	publication string
@@ -59,6 +62,13 @@ func Status(ctx context.Context, cfg relay.Config) (StatusReport, error) {
 		if r.Backfills, err = backfill.ReadStates(ctx, conn, cfg.Tables[0].Schema, cfg.Slot.Name); err != nil {
 			return r, err
 		}
+		h, found, err := backfill.ReadHeal(ctx, conn, cfg.Tables[0].Schema, cfg.Slot.Name)
+		if err != nil {
+			return r, err
+		}
+		if found {
+			r.LastHeal = &h
+		}
 	}
 	return r, nil
 }
@@ -93,7 +103,23 @@ func (r StatusReport) Lines() []Line {
 				b.Table, b.Phase, b.Done, b.Total, b.ConsistentPoint, b.Updated.UTC().Format(time.RFC3339))})
 		}
 	}
+	if l := r.healLine(); l != "" {
+		lines = append(lines, Line{"last heal", l})
+	}
 	return lines
+}
+
+// healLine says when the slot was last healed, why, and how many rows
+// that published again; "" when it never was.
+func (r StatusReport) healLine() string {
+	h := r.LastHeal
+	switch {
+	case h == nil || h.Started == nil:
+		return ""
+	case h.Unfinished():
+		return fmt.Sprintf("under way or cut short (cause %s), begun %s: the next start resumes it", h.Cause, h.Started.UTC().Format(time.RFC3339))
+	}
+	return fmt.Sprintf("%s (cause %s): %d rows published again, %d heal(s) in all", h.Finished.UTC().Format(time.RFC3339), h.Cause, h.Rows, h.Heals)
 }
 
 // consumer says who streams the slot, if anyone.
