@@ -65,7 +65,9 @@ func Transport(postgres, kafka, registry checklist.Item) CheckOption {
 // publication and the slot (slot.Check), the server's version, the
 // transports, what cleanup and each backfill need, the messages, the
 // contracts (compiled), the brokers and topics (sink.Check), and with
-// exactly-once what transactions need (checkExactly). Each item carries
+// exactly-once what transactions need (checkExactly). The slot's items
+// include its risk: what may invalidate it, and whether a lost slot heals
+// with cfg's --on-slot-lost and --cleanup. Each item carries
 // its fix. An error is the configuration's own, a setting to change, and
 // no item is returned.
 func Check(ctx context.Context, cfg relay.Config, opts ...CheckOption) (CheckReport, error) {
@@ -86,7 +88,9 @@ func Check(ctx context.Context, cfg relay.Config, opts ...CheckOption) (CheckRep
 		r.Items = contracts
 		return r, nil
 	}
-	items := slot.Check(ctx, cfg.PostgresURL, cfg.Target())
+	items := slot.Check(ctx, cfg.PostgresURL, cfg.Target(), slot.CheckOptions{
+		Cleanup: string(cfg.Cleanup), Heal: cfg.OnSlotLost == relay.SlotLostHeal,
+	})
 	if o.transport != nil {
 		items = append(items, o.transport[0])
 	}

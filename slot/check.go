@@ -14,16 +14,17 @@ import (
 )
 
 // Check inspects, without changing anything, whether Postgres is ready for
-// `outbox-cdc run` with t and columns, as the role of url. Each item carries
-// the fix for what is wrong.
-func Check(ctx context.Context, url string, t Target) []checklist.Item {
+// `outbox-cdc run` with t and columns, as the role of url, and what could
+// cost the slot and what losing it would cost with o. Each item carries the
+// fix for what is wrong.
+func Check(ctx context.Context, url string, t Target, o CheckOptions) []checklist.Item {
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		return []checklist.Item{{Name: "postgres reachable", Status: checklist.Fail, Detail: checklist.OneLine(err),
 			Fix: "check --postgres-url: host, port, database, user, password and sslmode"}}
 	}
 	defer conn.Close(context.Background())
-	c := &checker{ctx: ctx, conn: conn, t: t, user: conn.Config().User}
+	c := &checker{ctx: ctx, conn: conn, t: t, o: o, user: conn.Config().User}
 	var version string
 	if err := conn.QueryRow(ctx, `SELECT current_setting('server_version'), current_setting('server_version_num')::int`).Scan(&version, &c.version); err != nil {
 		return []checklist.Item{{Name: "postgres reachable", Status: checklist.Fail, Detail: checklist.OneLine(err)}}
@@ -48,6 +49,7 @@ type checker struct {
 	ctx     context.Context
 	conn    *pgx.Conn
 	t       Target
+	o       CheckOptions
 	user    string
 	super   bool
 	version int // server_version_num
@@ -65,21 +67,19 @@ func (c *checker) failed(name string, err error) {
 func (c *checker) server() {
 	var walLevel string
 	var maxSenders, senders, maxSlots, slots int
-	var keep string
 	var canReplicate, emit bool
 	var emitSig string // its signature: PostgreSQL 17 added a fourth argument
 	err := c.conn.QueryRow(c.ctx, `
 		SELECT current_setting('wal_level'),
 			current_setting('max_wal_senders')::int, (SELECT count(*) FROM pg_stat_replication)::int,
 			current_setting('max_replication_slots')::int, (SELECT count(*) FROM pg_replication_slots)::int,
-			current_setting('max_slot_wal_keep_size'),
 			r.rolreplication OR r.rolsuper, r.rolsuper,
 			coalesce((SELECT bool_or(has_function_privilege(p.oid, 'EXECUTE')) FROM pg_proc p
 				WHERE p.proname = 'pg_logical_emit_message' AND p.proargtypes[2] = 'text'::regtype), false),
 			(SELECT coalesce(min(p.oid::regprocedure::text), 'pg_logical_emit_message(boolean, text, text)') FROM pg_proc p
 				WHERE p.proname = 'pg_logical_emit_message' AND p.proargtypes[2] = 'text'::regtype)
 		FROM pg_roles r WHERE r.rolname = current_user`).
-		Scan(&walLevel, &maxSenders, &senders, &maxSlots, &slots, &keep, &canReplicate, &c.super, &emit, &emitSig)
+		Scan(&walLevel, &maxSenders, &senders, &maxSlots, &slots, &canReplicate, &c.super, &emit, &emitSig)
 	if err != nil {
 		c.failed("server settings", err)
 		return
@@ -112,12 +112,6 @@ func (c *checker) server() {
 	} else {
 		c.add(checklist.Fail, "role may replicate", fmt.Sprintf("%s lacks REPLICATION", c.user),
 			fmt.Sprintf("as a superuser: ALTER ROLE %s REPLICATION;", pgx.Identifier{c.user}.Sanitize()))
-	}
-	if keep == "-1" {
-		c.add(checklist.Warn, "max_slot_wal_keep_size", "unlimited: a stopped relay makes Postgres keep WAL until the disk fills",
-			"ALTER SYSTEM SET max_slot_wal_keep_size = '50GB'; SELECT pg_reload_conf(); (size it to outlast your longest outage; past it the slot is invalidated)")
-	} else {
-		c.add(checklist.OK, "max_slot_wal_keep_size", keep, "")
 	}
 	if emit {
 		c.add(checklist.OK, "heartbeats", "role may call pg_logical_emit_message", "")
@@ -325,16 +319,33 @@ func (c *checker) publicationFilters(owner string) {
 	}
 }
 
+// slot checks the slot, then what may cost it and what losing it costs.
 func (c *checker) slot() {
+	r, rerr := readRisk(c.ctx, c.conn, c.t.Slot)
 	st, err := ReadSlotState(c.ctx, c.conn, c.t)
-	if errors.Is(err, ErrNoSlot) {
+	switch {
+	case errors.Is(err, ErrNoSlot):
 		c.add(checklist.OK, "replication slot", fmt.Sprintf("%q does not exist yet; run will create it (plugin pgoutput)", c.t.Slot), "")
-		return
-	}
-	if err != nil {
+	case err != nil:
 		c.failed("replication slot", err)
+	default:
+		c.slotState(&st, r.reason)
+		r.slot = &st
+	}
+	if rerr != nil {
+		c.failed("slot limits", rerr)
 		return
 	}
+	c.items = append(c.items, keepItem(r, c.o))
+	if it, ok := idleItem(r, c.o); ok {
+		c.items = append(c.items, it)
+	}
+	c.items = append(c.items, lostItem(r, c.o))
+}
+
+// slotState checks the slot that exists; reason is its
+// invalidation_reason, if any.
+func (c *checker) slotState(st *SlotState, reason string) {
 	db := c.conn.Config().Database
 	switch {
 	case st.Plugin != "pgoutput":
@@ -342,8 +353,7 @@ func (c *checker) slot() {
 	case db != "" && st.Database != db:
 		c.add(checklist.Fail, "replication slot", fmt.Sprintf("%q belongs to database %q", c.t.Slot, st.Database), "choose another --slot, or connect to "+st.Database)
 	case st.WALStatus == "lost":
-		c.add(checklist.Fail, "replication slot", fmt.Sprintf("%q lost the WAL it needs (wal_status lost): events may be missing", c.t.Slot),
-			fmt.Sprintf("reconcile, then SELECT pg_drop_replication_slot('%s'); run creates it anew", c.t.Slot))
+		c.items = append(c.items, lostSlotItem(c.t.Slot, reason, c.o))
 	case st.WALStatus == "unreserved":
 		c.add(checklist.Warn, "replication slot", fmt.Sprintf("%q is about to lose WAL (wal_status unreserved, %d bytes behind)", c.t.Slot, st.LagBytes),
 			"start outbox-cdc run now, or raise max_slot_wal_keep_size")
@@ -354,7 +364,7 @@ func (c *checker) slot() {
 		}
 		c.add(checklist.OK, "replication slot", fmt.Sprintf("%q at %s, %d bytes behind, wal_status %s, %s", c.t.Slot, st.Confirmed, st.LagBytes, st.WALStatus, active), "")
 	}
-	c.failover(&st)
+	c.failover(st)
 }
 
 // failover reports whether the slot survives a failover to a standby.
