@@ -27,7 +27,8 @@ import (
 // with each `for` cut to 3 s and the lag threshold to 64 KiB so that the
 // test takes seconds; the expressions are unchanged.
 //
-//   - Healthy: no alert fires (not NotStreaming, not NoStandby).
+//   - Healthy: no alert fires (not NotStreaming, not NoStandby, not
+//     SlotHealed: the last heal's time is 0 before any).
 //   - The streaming relay frozen (SIGSTOP: it holds the slot and relays
 //     nothing): NotStreaming fires, and SlotLagHigh fires from the
 //     standby's reading of the slot while rows keep coming.
@@ -78,7 +79,7 @@ scrape_configs:
 	waitAlerts(t, prom, 30*time.Second, "both relays scraped", func(a map[string]string, up int) bool { return up == 2 })
 	time.Sleep(5 * time.Second)
 	healthy := alerts(t, prom)
-	for _, name := range []string{"OutboxCDCNotStreaming", "OutboxCDCNoStandby", "OutboxCDCSlotLagHigh", "OutboxCDCInstanceDown"} {
+	for _, name := range []string{"OutboxCDCNotStreaming", "OutboxCDCNoStandby", "OutboxCDCSlotLagHigh", "OutboxCDCInstanceDown", "OutboxCDCSlotHealed"} {
 		if s, ok := healthy[name]; ok {
 			t.Errorf("healthy, yet %s is %s", name, s)
 		}
