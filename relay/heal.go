@@ -12,6 +12,7 @@ import (
 
 	"github.com/outbox-cdc/outbox-cdc/backfill"
 	"github.com/outbox-cdc/outbox-cdc/cleanup"
+	"github.com/outbox-cdc/outbox-cdc/replication"
 	"github.com/outbox-cdc/outbox-cdc/slot"
 )
 
@@ -54,6 +55,7 @@ func (r *Relay) heals() bool { return r.cfg.OnSlotLost == SlotLostHeal }
 type healFacts struct {
 	loss         slot.Loss
 	afterSession bool // a session of this process ran before
+	moved        bool // the server is not the one this process first found (a failover, a restore)
 	known        bool // the heal table records the slot
 	backfilled   bool // the progress table records a backfill of it
 	record       backfill.HealRecord
@@ -72,8 +74,10 @@ func decideHeal(f healFacts) (cause slot.Loss, record bool) {
 		return slot.LossNone, !f.known
 	case f.loss != slot.LossMissing:
 		return f.loss, false
-	case f.afterSession:
+	case f.afterSession && !f.moved:
 		return slot.LossDropped, false
+	case f.afterSession: // gone with a failover or a restore under a session
+		return slot.LossMissing, false
 	case f.known || f.backfilled:
 		return slot.LossMissing, false
 	}
@@ -158,7 +162,10 @@ func (r *Relay) readHealFacts(ctx context.Context, conn *pgx.Conn, afterSession 
 		return f, fmt.Errorf("read the backfills of slot %q: %w", r.target.Slot, err)
 	}
 	f.backfilled = len(states) > 0
-	return f, nil
+	if f.loss == slot.LossMissing || r.served == nil {
+		f.moved, err = r.serverMoved(ctx)
+	}
+	return f, err
 }
 
 // heal runs the heal of cause on conn's server, under the backfill's lock,
@@ -268,3 +275,18 @@ func (r *Relay) slotGoneForHeal(x *exactly) bool {
 
 // slotGoneTimeout bounds slotGoneForHeal's question.
 const slotGoneTimeout = 5 * time.Second
+
+// serverMoved reports whether the server is no longer the one the first
+// heal decision found: another system identifier, or another timeline (a
+// promotion). The first call records the server and reports false.
+func (r *Relay) serverMoved(ctx context.Context) (bool, error) {
+	sys, err := replication.Identify(ctx, r.cfg.PostgresURL)
+	if err != nil {
+		return false, fmt.Errorf("identify the server: %w", err)
+	}
+	if r.served == nil {
+		r.served = &sys
+		return false, nil
+	}
+	return sys.ID != r.served.ID || sys.Timeline != r.served.Timeline, nil
+}

@@ -31,6 +31,8 @@ func TestHealDecision(t *testing.T) {
 		{"missing at start, a backfill of it recorded", healFacts{loss: slot.LossMissing, backfilled: true}, slot.LossMissing, false},
 		{"missing after a session", healFacts{loss: slot.LossMissing, afterSession: true, known: true}, slot.LossDropped, false},
 		{"missing after a session, never recorded", healFacts{loss: slot.LossMissing, afterSession: true}, slot.LossDropped, false},
+		{"missing after a session, on a promoted standby", healFacts{loss: slot.LossMissing, afterSession: true, known: true, moved: true}, slot.LossMissing, false},
+		{"missing after a session, on a promoted standby the record had not reached", healFacts{loss: slot.LossMissing, afterSession: true, moved: true}, slot.LossMissing, false},
 		{"invalidated by max_slot_wal_keep_size", healFacts{loss: slot.LossWALRemoved, known: true}, slot.LossWALRemoved, false},
 		{"invalidated while idle, unrecorded", healFacts{loss: slot.LossIdleTimeout}, slot.LossIdleTimeout, false},
 		{"a heal cut short before the slot was made", healFacts{loss: slot.LossMissing, known: true, record: unfinished}, slot.LossWALRemoved, false},

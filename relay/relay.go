@@ -12,6 +12,7 @@ import (
 	"github.com/outbox-cdc/outbox-cdc/checkpoint"
 	"github.com/outbox-cdc/outbox-cdc/internal/outage"
 	"github.com/outbox-cdc/outbox-cdc/metrics"
+	"github.com/outbox-cdc/outbox-cdc/replication"
 	"github.com/outbox-cdc/outbox-cdc/sink"
 	"github.com/outbox-cdc/outbox-cdc/slot"
 )
@@ -40,6 +41,12 @@ type Relay struct {
 	// openExactly (sessions run one at a time): a range is counted once,
 	// however many sessions find the old timeline's checkpoint the newest.
 	ghosts checkpoint.Ghosts
+	// served is the server the first heal decision found (system
+	// identifier and timeline), with --on-slot-lost heal: a slot missing
+	// after a session on a server that is no longer that one went with a
+	// failover or a restore (slot.LossMissing), not a drop. Written and
+	// read by the run loop only.
+	served *replication.System
 }
 
 // An Option changes how New builds a Relay.

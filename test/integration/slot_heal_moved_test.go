@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/segmentio/kafka-go"
 
 	"github.com/outbox-cdc/outbox-cdc/internal/testkit"
 )
@@ -155,9 +156,8 @@ func waitReplayed(t *testing.T, primaryURL, standbyURL string) {
 // backup is taken (B in the table, unpublished); a relay publishes B and C
 // and deletes them. The restore brings back B and no slot; D is committed
 // there. The relay heals (cause missing) and re-reads exactly B and D:
-// every row of the restored outbox arrives after the restore, B's events
-// for the second time (the heal's duplicates, each once more), D's for
-// the first; the table empties.
+// after the restore B's and D's events are published once more each, A's
+// and C's not again; the table empties.
 func TestSlotHealAfterRestore(t *testing.T) {
 	slowFault(t)
 	// At-least-once: an exactly-once relay stops on a restored database
@@ -189,6 +189,11 @@ func TestSlotHealAfterRestore(t *testing.T) {
 	consume(t, topics, len(a)+len(b)+len(c), time.Minute)
 	o.waitEmpty(t, nil, 30*time.Second)
 	stopRelay(t, r)
+	// What Kafka holds before the restore: at least once, a restart may
+	// already have published some rows twice (before PostgreSQL 17 a fast
+	// shutdown need not save a slot's last confirmed position), so the
+	// heal's copies are counted from here.
+	before := copiesOf(consume(t, topics, len(a)+len(b)+len(c), time.Minute))
 
 	if err := server.RestoreSnapshot(); err != nil {
 		t.Fatal(err)
@@ -212,19 +217,15 @@ func TestSlotHealAfterRestore(t *testing.T) {
 		t.Errorf("the heal re-read %d rows, want the restored table's %d (B's %d and D's %d)", rows, len(b)+len(d), len(b), len(d))
 	}
 	countDuplicates(t, all, msgs) // every row, the restored outbox's included, arrived
-	copies := map[string]int{}
-	for _, m := range msgs {
-		id, _ := testkit.Header(m, "id")
-		copies[id]++
-	}
+	copies := copiesOf(msgs)
 	for _, set := range []struct {
 		name string
 		ids  []string
 		want int
-	}{{"A", a, 1}, {"B", b, 2}, {"C", c, 1}, {"D", d, 1}} {
+	}{{"A", a, 0}, {"B", b, 1}, {"C", c, 0}, {"D", d, 1}} {
 		for _, id := range set.ids {
-			if copies[id] != set.want {
-				t.Errorf("%s's event %s read %d times, want %d", set.name, id, copies[id], set.want)
+			if got := copies[id] - before[id]; got != set.want {
+				t.Errorf("%s's event %s published %d more times after the restore (%d before), want %d", set.name, id, got, before[id], set.want)
 				break
 			}
 		}
@@ -245,4 +246,14 @@ func countOf(set map[string]bool, ids []string) int {
 		}
 	}
 	return n
+}
+
+// copiesOf counts each event id's copies in msgs.
+func copiesOf(msgs []kafka.Message) map[string]int {
+	copies := map[string]int{}
+	for _, m := range msgs {
+		id, _ := testkit.Header(m, "id")
+		copies[id]++
+	}
+	return copies
 }
