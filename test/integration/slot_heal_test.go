@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/outbox-cdc/outbox-cdc/internal/testkit"
 )
 
@@ -85,6 +87,10 @@ func TestSlotHealAfterWALRemoved(t *testing.T) {
 	t.Run("at-least-once", func(t *testing.T) {
 		t.Setenv("OUTBOX_TEST_DELIVERY", "at-least-once") // its counts are at-least-once's
 		healAfterWALRemoved(t, server, false)
+	})
+	t.Run("mark", func(t *testing.T) {
+		t.Setenv("OUTBOX_TEST_DELIVERY", "at-least-once")
+		healMarked(t, server)
 	})
 	t.Run("exactly-once", func(t *testing.T) {
 		slowFault(t)
@@ -331,4 +337,40 @@ func (w *written) ids() map[string]bool {
 		out[id] = true
 	}
 	return out
+}
+
+// healMarked is the heal with --cleanup mark: the rows a heal publishes
+// are the unmarked ones (published_at IS NULL), and rows marked before
+// the slot was lost are not read again; after the heal every row is
+// marked and every committed row was delivered.
+func healMarked(t *testing.T, server *testkit.Postgres) {
+	o := newOutboxOn(t, server.URL, "healmark")
+	execAt(t, server.URL, fmt.Sprintf(`ALTER TABLE %s ADD COLUMN published_at timestamptz`, pgx.Identifier{o.name}.Sanitize()))
+	args := o.args("--cleanup", "mark", "--mark", "published_at=now()", "--on-slot-lost", "heal")
+	topics := []string{o.name + ".order"}
+	w, counters := newWritten(), map[string]int{}
+	r := startRelayOn(t, server.URL, args...)
+	insertRows(t, o, w, makeRows(100, 20, "order", counters), 10)
+	consume(t, topics, len(w.committed), time.Minute)
+	unmarked := func() int64 {
+		return query[int64](context.Background(), t, server.URL,
+			fmt.Sprintf(`SELECT count(*) FROM %s WHERE published_at IS NULL`, pgx.Identifier{o.name}.Sanitize()))
+	}
+	waitFor(t, r, 30*time.Second, "every published row marked", func() bool { return unmarked() == 0 })
+	stopRelay(t, r)
+
+	loseSlot(t, o, func() { insertRows(t, o, w, makeRows(20, 20, "order", counters), 5) })
+	left := unmarked()
+	r = startRelayOn(t, server.URL, args...)
+	hs := waitHeals(t, r, 1, time.Minute)
+	msgs := consume(t, topics, len(w.committed), time.Minute)
+	if hs[0].rows != int(left) {
+		t.Errorf("the heal re-read %d rows, want the %d unmarked ones (the %d marked rows are published)", hs[0].rows, left, len(w.committed)-int(left))
+	}
+	if repeated := countDuplicates(t, keys(w.ids()), msgs); repeated != 0 {
+		t.Errorf("%d events read more than once: the heal re-read marked rows", repeated)
+	}
+	waitFor(t, r, 30*time.Second, "every row marked after the heal", func() bool { return unmarked() == 0 })
+	t.Logf("--cleanup mark: %d rows committed, the heal re-read the %d unmarked", len(w.committed), hs[0].rows)
+	stopRelay(t, r)
 }
