@@ -4,6 +4,9 @@
 // unix socket that $NOTIFY_SOCKET names. A process that systemd did not
 // start with Type=notify has no such socket, and a Notifier made from an
 // empty address sends nothing: the cost of a call is one nil check.
+// Watch is the loop that keeps the service manager told: readiness once,
+// the status as it changes, and watchdog pings only while the loops that
+// must make progress do.
 //
 // It is the few lines of the datagram protocol rather than a dependency:
 // github.com/coreos/go-systemd/v22/daemon does the same (a datagram to
