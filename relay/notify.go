@@ -57,7 +57,7 @@ func (r *Relay) tell(ctx context.Context) (stop func()) {
 	var watching sync.WaitGroup
 	report := r.reporter(ctx)
 	watching.Go(func() {
-		sdnotify.Watch{Notifier: r.notifier, Watchdog: r.watchdog, Report: report, Logger: r.log}.Run(watchCtx)
+		sdnotify.Watch{Notifier: r.notifier, Watchdog: r.watchdog, Report: report, Wake: ctx.Done(), Logger: r.log}.Run(watchCtx)
 	})
 	return func() {
 		cancel()

@@ -73,11 +73,15 @@ type Watch struct {
 	// which loop stalled.
 	Watchdog time.Duration
 	Report   func(now time.Time) Report
-	Logger   *slog.Logger
+	// Wake, when it closes, makes Run look at once rather than at the
+	// next Look: the service's stop begins (its context's Done).
+	Wake   <-chan struct{}
+	Logger *slog.Logger
 }
 
-// Run reports until ctx ends. A notification that fails is logged (a
-// warning the first time, then at debug level) and does not stop it.
+// Run reports until ctx ends, and looks a last time then, so that a stop
+// quicker than a Look is still told. A notification that fails is logged
+// (a warning the first time, then at debug level) and does not stop it.
 func (w Watch) Run(ctx context.Context) {
 	s := watchState{w: w}
 	look := time.NewTicker(Look)
@@ -90,10 +94,15 @@ func (w Watch) Run(ctx context.Context) {
 	}
 	s.look(time.Now())
 	s.ping(time.Now())
+	wake := w.Wake
 	for {
 		select {
 		case <-ctx.Done():
+			s.look(time.Now())
 			return
+		case <-wake:
+			wake = nil
+			s.look(time.Now())
 		case now := <-look.C:
 			s.look(now)
 		case now := <-pings:

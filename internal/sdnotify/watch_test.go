@@ -234,6 +234,39 @@ func TestWatchTellsStates(t *testing.T) {
 	})
 }
 
+// TestWatchTellsAStopAtOnce: a stop is told when Wake closes, not at the
+// next look, and told even when the watch ends at once after it.
+func TestWatchTellsAStopAtOnce(t *testing.T) {
+	for _, end := range []bool{false, true} {
+		t.Run(fmt.Sprintf("the watch ends at once: %v", end), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				st := &state{r: Report{Ready: true, Phase: "streaming"}}
+				rec := &recorder{begun: time.Now()}
+				stopping, wake := context.WithCancel(context.Background())
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					Watch{Notifier: rec, Report: st.report, Wake: stopping.Done()}.Run(ctx)
+				}()
+				time.Sleep(100 * time.Millisecond) // between two looks
+				st.set(func(r *Report) { r.Stopping, r.Phase = true, "draining" })
+				wake()
+				if end {
+					cancel()
+				}
+				synctest.Wait()
+				got := rec.with("STOPPING=1")
+				if len(got) != 1 || got[0].at != 100*time.Millisecond {
+					t.Errorf("STOPPING=1 sent %v, want once at 100ms", got)
+				}
+				cancel()
+				<-done
+			})
+		})
+	}
+}
+
 // TestWatchLogsAFailureOnce: a notification that fails is a warning the
 // first time, then debug lines.
 func TestWatchLogsAFailureOnce(t *testing.T) {
