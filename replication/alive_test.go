@@ -1,7 +1,11 @@
 package replication
 
 import (
+	"bytes"
 	"context"
+	"net"
+	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -79,5 +83,76 @@ func TestAlive(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestAliveStopsWhenThePeerStopsReading, on a real loopback TCP
+// connection: a server that asks for replies and reads none fills the
+// socket buffers with the stream's status updates; the write that finds
+// them full blocks, having no deadline, and the loop stops coming round
+// for as long as the peer does not read. Only the connection's end (here
+// the server closing it) ends Run.
+func TestAliveStopsWhenThePeerStopsReading(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var asking sync.WaitGroup
+	defer asking.Wait()
+	defer server.Close()
+	asking.Go(func() { // keepalives asking for a reply, as fast as they go; nothing read
+		ka, _ := keepalive(0, true).Encode(nil)
+		batch := bytes.Repeat(ka, 1000)
+		for {
+			if _, err := server.Write(batch); err != nil {
+				return
+			}
+		}
+	})
+	pc, err := pipeConn(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	progress := &fakeProgress{confirmed: start}
+	s := newStream(testConfig(), pgConn{pc}, progress)
+	s.streaming = true
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Run(context.Background(), func(context.Context, pglogrepl.LSN, []byte) error { return nil })
+	}()
+
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		at, ok := s.Alive()
+		if ok && time.Since(at) > 2*time.Second {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the loop still comes round %s ago after 20 s of a peer that reads nothing", time.Since(at))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned while the peer did not read: %v", err)
+	default:
+	}
+	server.Close()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "send standby status") {
+			t.Errorf("Run returned %v once the peer closed, want the failed status update", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("Run still blocked 10 s after the peer closed the connection")
 	}
 }
