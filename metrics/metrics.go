@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -58,6 +59,10 @@ type Metrics struct {
 
 	topics     labelValues // the topic label's values
 	eventTypes labelValues // the event_type label's values
+
+	// acked counts what published does, every topic together, for a
+	// reader in the process (Published): one add per produce request.
+	acked atomic.Uint64
 }
 
 // DefaultTopicLabels is how many topics get series of their own by
@@ -252,6 +257,7 @@ func boolGauge(b bool) float64 {
 // Acked implements sink.Observer.
 func (m *Metrics) Acked(topic string, commits []time.Time) {
 	m.published.WithLabelValues(m.topics.value(topic)).Add(float64(len(commits)))
+	m.acked.Add(uint64(len(commits)))
 	now := time.Now()
 	for _, c := range commits {
 		if !c.IsZero() {
@@ -259,6 +265,10 @@ func (m *Metrics) Acked(topic string, commits []time.Time) {
 		}
 	}
 }
+
+// Published returns how many events Kafka acknowledged, every topic
+// together: outbox_cdc_events_published_total's sum.
+func (m *Metrics) Published() uint64 { return m.acked.Load() }
 
 // Request implements sink.Observer.
 func (m *Metrics) Request(_, records int) {

@@ -40,6 +40,9 @@ func TestTopicSeriesBounded(t *testing.T) {
 	if got := testutil.ToFloat64(m.published.WithLabelValues("t0")); got != 3 {
 		t.Errorf("events published to t0: %v, want 3", got)
 	}
+	if got, want := m.Published(), uint64(2*topics+1); got != want {
+		t.Errorf("Published() = %d, want every topic's events, %d", got, want)
+	}
 
 	m2, _ := New("test", prometheus.NewRegistry(), Live{})
 	m2.LimitTopics(DefaultTopicLabels + 1000) // a larger --max-topics raises it

@@ -58,7 +58,7 @@ func (r *Relay) prepareBackfilled(ctx context.Context, force bool) (pglogrepl.LS
 	cfg := backfill.Config{
 		URL: r.cfg.PostgresURL, Target: r.target, Specs: specs, Force: force,
 		ConfirmInterval: r.cfg.Stream.ConfirmInterval, DrainTimeout: r.cfg.Stream.DrainTimeout,
-		Logger: r.log, Progress: r.metrics.Backfill, CommitInterval: max(r.cfg.Delivery.TransactionInterval, backfillCommitInterval),
+		Logger: r.log, Progress: r.backfillProgress, CommitInterval: max(r.cfg.Delivery.TransactionInterval, backfillCommitInterval),
 		CleanGap: r.cfg.Cleanup != cleanup.None,
 	}
 	if r.cfg.Delivery.Exactly() && !force {

@@ -30,6 +30,10 @@ type live struct {
 	// standingBy is set while another process streams the slot.
 	standingBy atomic.Bool
 	last       atomic.Uint64 // confirmed position of the last session
+	// polled is when the standby last polled the slot (a watchdog's
+	// loop), and backfill the backfill's latest progress (the status).
+	polled   beat
+	backfill backfillShown
 }
 
 func (l *live) begin(t *checkpoint.Tracker, s *replication.Stream, x *exactly) {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -33,6 +34,8 @@ type Relay struct {
 	ready    *readiness
 	version  string
 	ran      atomic.Bool
+	notifier Notifier      // nil: nobody is told (WithNotifier)
+	watchdog time.Duration // the notifier's watchdog interval; 0: none
 
 	// outage follows exactly-once's Kafka requests across sessions, so
 	// that an outage a session does not outlive is still one warning.
@@ -53,9 +56,11 @@ type Relay struct {
 type Option func(*options)
 
 type options struct {
-	log     *slog.Logger
-	reg     prometheus.Registerer
-	version string
+	log      *slog.Logger
+	reg      prometheus.Registerer
+	version  string
+	notifier Notifier
+	watchdog time.Duration
 }
 
 // WithLogger sends the relay's logs to log instead of slog.Default().
@@ -86,7 +91,8 @@ func New(cfg Config, opts ...Option) (*Relay, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Relay{cfg: cfg, target: cfg.Target(), log: o.log, version: o.version, outage: outage.New(o.log)}
+	r := &Relay{cfg: cfg, target: cfg.Target(), log: o.log, version: o.version, outage: outage.New(o.log),
+		notifier: o.notifier, watchdog: o.watchdog}
 	var err error
 	if r.admit, err = cfg.Admission(o.log); err != nil { // one cap for every session and the backfill
 		return nil, err
@@ -109,6 +115,7 @@ func New(cfg Config, opts ...Option) (*Relay, error) {
 	}
 	r.metrics.LimitTopics(cfg.Topics.Max)
 	r.ready = &readiness{r: r}
+	r.live.polled.base = time.Now()
 	return r, nil
 }
 
@@ -136,6 +143,9 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 	if c, ok := r.registry.(interface{ Close() }); ok {
 		defer c.Close() // registrations under way, once every writer is closed
+	}
+	if r.notifier != nil {
+		defer r.tell(ctx)()
 	}
 	return r.run(ctx)
 }

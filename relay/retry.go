@@ -86,6 +86,7 @@ func (r *Relay) reconnect(ctx context.Context, start pglogrepl.LSN) error {
 			// A second instance: quiet, and quick to take over.
 			attempt = 0
 			wait = standbyPoll/2 + rand.N(standbyPoll/2+1)
+			r.live.polled.now() // a round of the standby's poll, watched by the notifier's watchdog
 			r.live.standingBy.Store(true)
 			if !standby {
 				standby = true

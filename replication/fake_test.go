@@ -89,6 +89,7 @@ type fakeConn struct {
 	started  []string                       // START_REPLICATION plugin arguments
 	system   pglogrepl.IdentifySystemResult // what IDENTIFY_SYSTEM answers
 	history  []byte                         // what TIMELINE_HISTORY answers
+	stuck    chan struct{}                  // set: status updates block until it is closed (a peer not reading)
 }
 
 type received struct {
@@ -186,6 +187,12 @@ func (f *fakeConn) SendStandbyStatusUpdate(_ context.Context, ssu pglogrepl.Stan
 		ssu.WALApplyPosition = ssu.WALWritePosition
 	}
 	f.mu.Lock()
+	stuck := f.stuck
+	f.mu.Unlock()
+	if stuck != nil {
+		<-stuck
+	}
+	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
 		return errors.New("fake connection closed")
@@ -219,6 +226,16 @@ func (f *fakeConn) answerAsks() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.answer = true
+}
+
+// stopReading makes status updates block, as a write does once the peer
+// stops reading and the socket buffers are full, until the returned func
+// is called.
+func (f *fakeConn) stopReading() (release func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stuck = make(chan struct{})
+	return sync.OnceFunc(func() { close(f.stuck) })
 }
 
 func (f *fakeConn) statuses() []status {

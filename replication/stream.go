@@ -84,6 +84,9 @@ type Stream struct {
 
 	// shown mirrors received for readers on other goroutines (metrics).
 	shown atomic.Uint64
+	// alive is when Run last came round its loop, for a watchdog on
+	// another goroutine (see Alive).
+	alive beat
 }
 
 // Received returns the newest WAL position received from the server. It is
@@ -118,7 +121,7 @@ func newStream(cfg StreamConfig, conn walConn, progress Progress) *Stream {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Stream{cfg: cfg, conn: conn, progress: progress, log: log}
+	return &Stream{cfg: cfg, conn: conn, progress: progress, log: log, alive: beat{base: time.Now()}}
 }
 
 // Start begins streaming the slot from start, which should be the slot's
@@ -162,13 +165,17 @@ func (s *Stream) Run(ctx context.Context, handle Handler) error {
 		_ = s.conn.SetReadDeadline(time.Time{})
 	}()
 	s.heard = time.Now()
+	s.alive.at(s.heard)
+	defer s.alive.stop()
 	for {
 		raw, err := s.conn.ReceiveMessage(context.Background())
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
+		now := time.Now()
+		s.alive.at(now)
 		if err == nil {
-			s.heard = time.Now()
+			s.heard = now
 		}
 		if err != nil {
 			if !pgconn.Timeout(err) {
@@ -201,6 +208,7 @@ func (s *Stream) Run(ctx context.Context, handle Handler) error {
 				// Not reading while the handler waits: the server's
 				// silence is not measured meanwhile.
 				s.heard = time.Now()
+				s.alive.at(s.heard)
 			}
 		case *pgproto3.ErrorResponse:
 			return fmt.Errorf("stream slot %q: %w", s.cfg.Slot, pgconn.ErrorResponseToPgError(msg))

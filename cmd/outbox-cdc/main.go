@@ -66,7 +66,7 @@ func mainExit(args, environ []string, stdout, stderr io.Writer) int {
 	if c, ok := commands[cmd]; ok {
 		return c(ctx, cfg, stdout, stderr, red)
 	}
-	return runExit(ctx, cfg, log, stderr, red)
+	return runExit(ctx, cfg, log, stderr, red, environ)
 }
 
 // command splits the command (run when none is given; dlq's in two words)

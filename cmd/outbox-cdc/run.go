@@ -21,14 +21,14 @@ import (
 
 // runExit runs `outbox-cdc run` and says how it ended: a usage error (a
 // setting to fix, a column the table lacks) or another failure.
-func runExit(ctx context.Context, cfg config.Config, log *slog.Logger, stderr io.Writer, red redactor) int {
+func runExit(ctx context.Context, cfg config.Config, log *slog.Logger, stderr io.Writer, red redactor, environ []string) int {
 	if path := os.Getenv("OUTBOX_CDC_CPUPROFILE"); path != "" {
 		// A debugging aid for the benchmark: a CPU profile of the whole run.
 		if f, err := os.Create(path); err == nil && pprof.StartCPUProfile(f) == nil {
 			defer func() { pprof.StopCPUProfile(); f.Close() }()
 		}
 	}
-	if err := run(ctx, cfg, log); err != nil {
+	if err := run(ctx, cfg, log, notifyOptions(environ, log)...); err != nil {
 		fmt.Fprintf(stderr, "outbox-cdc: %s\n", red.oneLine(err))
 		var usage *config.UsageError
 		if errors.Is(err, slot.ErrColumnMissing) || errors.As(err, &usage) {
@@ -41,14 +41,15 @@ func runExit(ctx context.Context, cfg config.Config, log *slog.Logger, stderr io
 }
 
 // run runs `outbox-cdc run`: the relay, with its metrics and probes served
-// on --http-addr until it has drained.
-func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+// on --http-addr until it has drained; opts are the relay's besides its
+// logger, metrics and version (notifyOptions').
+func run(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...relay.Option) error {
 	for _, w := range append(cfg.TransportWarnings(), cfg.Deprecations...) {
 		log.Warn(w)
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	r, err := relay.New(cfg.Relay, relay.WithLogger(log), relay.WithRegisterer(reg), relay.WithVersion(version))
+	r, err := relay.New(cfg.Relay, append(opts, relay.WithLogger(log), relay.WithRegisterer(reg), relay.WithVersion(version))...)
 	if err != nil {
 		return err
 	}
