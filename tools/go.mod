@@ -1,3 +1,10 @@
+// The tools that make release runs, in a module of their own so that their
+// dependencies stay out of outbox-cdc's go.mod and its binary: nfpm builds
+// the .deb and .rpm (scripts/release.sh, `go -C tools build
+// github.com/goreleaser/nfpm/v2/cmd/nfpm`; about 15 s the first time, then
+// from the build cache). Upgrading: go -C tools get -tool
+// github.com/goreleaser/nfpm/v2/cmd/nfpm@VERSION, then go test
+// ./test/packaging -run 'Package|Maintainer'.
 module github.com/outbox-cdc/outbox-cdc/tools
 
 go 1.26.8
