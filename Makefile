@@ -15,8 +15,9 @@ RELEASE := VERSION=$(VERSION) COMMIT=$(COMMIT) PLATFORMS="$(PLATFORMS)" IMAGE_PL
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/outbox-cdc ./cmd/outbox-cdc
 
-# Versioned, static release archives in dist/, each with an SPDX SBOM, and
-# SHA256SUMS.
+# Versioned, static release archives in dist/, and .deb and .rpm packages
+# for linux (nfpm, pinned in tools/go.mod; deploy/packages/nfpm.yaml), each
+# with an SPDX SBOM, and SHA256SUMS.
 dist:
 	$(RELEASE) dist
 
@@ -31,7 +32,7 @@ image-context:
 image:
 	$(RELEASE) image
 
-# Archives, SBOMs, the image and SHA256SUMS of them all, in dist/ (the
+# Archives, packages, SBOMs, the image and SHA256SUMS of them all, in dist/ (the
 # version is `git describe --tags`; tag first: git tag v0.1.0).
 release:
 	$(RELEASE) release

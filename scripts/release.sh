@@ -5,8 +5,9 @@
 #   scripts/release.sh version   the version: git describe --tags (v0.1.0,
 #                                v0.1.0-3-gabc1234, …-dirty), or
 #                                v0.0.0-dev.gSHORTSHA before the first tag
-#   scripts/release.sh dist      static archives for $PLATFORMS with an SPDX
-#                                SBOM each, and SHA256SUMS, in $DIST
+#   scripts/release.sh dist      static archives for $PLATFORMS and .deb and
+#                                .rpm packages for its linux platforms, with
+#                                an SPDX SBOM each, and SHA256SUMS, in $DIST
 #   scripts/release.sh context   the image's build context: static linux
 #                                binaries in bin/image/linux_ARCH/ and the
 #                                CA certificates in bin/image/
@@ -14,16 +15,18 @@
 #                                with buildah from ./Dockerfile (no Docker
 #                                engine, no registry), joined in a manifest
 #                                list and written to $DIST as an OCI archive
-#   scripts/release.sh release   dist, then image, then SHA256SUMS of all
+#   scripts/release.sh release   archives and packages, then image, then
+#                                SHA256SUMS of all
 #
 # Environment: VERSION, COMMIT (default from git), DIST (dist),
 # PLATFORMS (linux/amd64 linux/arm64 darwin/amd64 darwin/arm64),
 # IMAGE_PLATFORMS (linux/amd64 linux/arm64), IMAGE (localhost/outbox-cdc),
 # BUILDAH_ROOT and BUILDAH_RUNROOT (buildah's storage, default its own),
 # IMAGE_CONTEXT (the build context holding bin/image/, default .),
-# SOURCE_DATE_EPOCH (default the commit's time: archives, SBOMs and image
-# layers carry it, so a rebuild of a commit gives the same archives, SBOMs
-# and image IDs; the OCI archive's own tar headers still differ).
+# SOURCE_DATE_EPOCH (default the commit's time: archives, packages, SBOMs
+# and image layers carry it, so a rebuild of a commit gives the same
+# archives, packages, SBOMs and image IDs; the OCI archive's own tar headers
+# still differ).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -73,6 +76,32 @@ archive() {
   echo "release: $DIST/$name.tar.gz"
 }
 
+# nfpm: the package builder, at the version tools/go.mod pins, built once a
+# run (the build cache makes it a second after the first time).
+nfpm_() {
+  if [ -z "${NFPM:-}" ]; then
+    NFPM=$(mktemp -d)/nfpm
+    $GO -C tools build -o "$NFPM" github.com/goreleaser/nfpm/v2/cmd/nfpm
+  fi
+  "$NFPM" "$@"
+}
+
+# packages ARCH: DIST/outbox-cdc_VERSION_linux_ARCH.deb and .rpm, from
+# deploy/packages/nfpm.yaml, with an SBOM each (the binary is the archive's,
+# byte for byte).
+packages() {
+  local name="outbox-cdc_${VERSION}_linux_$1" stage fmt
+  stage=$(mktemp -d)
+  build linux "$1" "$stage/outbox-cdc"
+  for fmt in deb rpm; do
+    PKG_VERSION=$VERSION PKG_ARCH=$1 PKG_BIN=$stage/outbox-cdc \
+      nfpm_ package --config deploy/packages/nfpm.yaml --packager "$fmt" --target "$DIST/$name.$fmt" >/dev/null
+    $GO run ./internal/tools/sbom -name "$name.$fmt" -version "$VERSION" -o "$DIST/$name.$fmt.spdx.json" "$stage/outbox-cdc"
+    echo "release: $DIST/$name.$fmt"
+  done
+  rm -rf "$stage"
+}
+
 sums() {
   (cd "$DIST" && find . -maxdepth 1 -type f ! -name SHA256SUMS -printf '%f\n' | LC_ALL=C sort | xargs sha256sum >SHA256SUMS)
   cat "$DIST/SHA256SUMS"
@@ -81,6 +110,10 @@ sums() {
 archives() {
   rm -rf "$DIST" && mkdir -p "$DIST"
   for p in $PLATFORMS; do archive "${p%/*}" "${p#*/}"; done
+  for p in $PLATFORMS; do
+    if [ "${p%/*}" = linux ]; then packages "${p#*/}"; fi
+  done
+  [ -z "${NFPM:-}" ] || rm -rf "$(dirname "$NFPM")"
 }
 
 context() {

@@ -7,7 +7,9 @@
 #     packages, installed with apt-get when run as root, otherwise the one
 #     command to run is printed;
 #   - with SETUP_TESTS=1 also Prometheus (promtool and the server, for the
-#     alert rules' tests) and buildah (the image test); with SETUP_ENGINE=1
+#     alert rules' tests), buildah (the image test), and systemd
+#     (systemd-analyze), rpm and adduser (the packages' and units' tests);
+#     with SETUP_ENGINE=1
 #     python3's venv (make test-engine installs pyspark into one);
 #   - Apache Kafka's jars (scripts/kafka.sh fetch) and PostgreSQL's server
 #     binaries for $PG_VERSION (scripts/pg.sh fetch), checksum-verified and
@@ -27,6 +29,9 @@ if [ "${SETUP_TESTS:-0}" = 1 ]; then
   want promtool prometheus
   want prometheus prometheus
   want buildah buildah
+  want systemd-analyze systemd # verify and security of deploy/systemd's units
+  want rpm rpm                 # cross-checks the tests' own reading of the .rpm
+  want adduser adduser         # the maintainer scripts on a Debian with adduser alone
   [ -r /etc/ssl/certs/ca-certificates.crt ] || need+=(ca-certificates) # copied into the image
 fi
 if [ "${SETUP_ENGINE:-0}" = 1 ]; then # make test-engine: pyspark in a venv

@@ -8,6 +8,7 @@ import (
 	"debug/elf"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -15,7 +16,10 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/outbox-cdc/outbox-cdc/internal/testkit"
 )
 
 // The SHA-256 of the Apache License 2.0 as the Apache Software Foundation
@@ -34,17 +38,13 @@ func TestReleaseArchives(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(root(t), "LICENSE")); err != nil || sha256Hex(b) != apache2SHA256 {
 		t.Errorf("LICENSE is not the Apache License 2.0 text, unmodified (%v)", err)
 	}
-	const version = "v0.0.0-disttest"
-	// Two builds of one commit are byte-identical whatever the builder's
-	// umask: the archive's modes are the script's, not the umask's.
-	dist := releaseDist(t, version, "0002")
+	dist, again := releaseDists(t)
 	sums := exec.Command("sha256sum", "--check", "--strict", "SHA256SUMS")
 	sums.Dir = dist
 	if out, err := sums.CombinedOutput(); err != nil {
 		t.Errorf("sha256sum --check: %v\n%s", err, out)
 	}
-	name := "outbox-cdc_" + version + "_linux_" + runtime.GOARCH
-	again := releaseDist(t, version, "0077")
+	name := "outbox-cdc_" + distVersion + "_linux_" + runtime.GOARCH
 	if a, b := fileSHA(t, filepath.Join(dist, name+".tar.gz")), fileSHA(t, filepath.Join(again, name+".tar.gz")); a != b {
 		t.Errorf("the archive built under umask 0002 (%s) differs from the one built under 0077 (%s)", a, b)
 	}
@@ -58,24 +58,63 @@ func TestReleaseArchives(t *testing.T) {
 	}
 	bin := filepath.Join(unpacked, name, "outbox-cdc")
 	checkStatic(t, bin)
-	if v, err := exec.Command(bin, "--version").Output(); err != nil || !strings.HasPrefix(string(v), "outbox-cdc "+version+" (commit abc1234") {
+	if v, err := exec.Command(bin, "--version").Output(); err != nil || !strings.HasPrefix(string(v), "outbox-cdc "+distVersion+" (commit abc1234") {
 		t.Errorf("--version: %q %v", v, err)
 	}
-	checkSBOM(t, filepath.Join(dist, name+".spdx.json"), bin, version)
+	checkSBOM(t, filepath.Join(dist, name+".spdx.json"), bin, distVersion)
+}
+
+// The version, commit and time make dist is run with by the tests.
+const (
+	distVersion = "v0.0.0-disttest"
+	distEpoch   = 1700000000
+)
+
+// dists is make dist's output for this machine's platform, built once for
+// the package's tests, under umask 0002 and again under 0077: two builds of
+// one commit are byte-identical whatever the builder's umask.
+var dists struct {
+	once        sync.Once
+	dir         string // removed by TestMain
+	dist, again string
+	err         error
+}
+
+func releaseDists(t *testing.T) (dist, again string) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("make dist's packages and ELF inspection: linux only")
+	}
+	dists.once.Do(func() {
+		if dists.dir, dists.err = os.MkdirTemp("", "outbox-cdc-dist"); dists.err != nil {
+			return
+		}
+		dists.dist, dists.err = releaseDist(filepath.Join(dists.dir, "0002"), "0002")
+		if dists.err == nil {
+			dists.again, dists.err = releaseDist(filepath.Join(dists.dir, "0077"), "0077")
+		}
+	})
+	if dists.err != nil {
+		t.Fatal(dists.err)
+	}
+	return dists.dist, dists.again
 }
 
 // releaseDist runs make dist's script for this machine's platform under
-// umask and returns the folder it wrote.
-func releaseDist(t *testing.T, version, umask string) string {
-	t.Helper()
-	dist := t.TempDir()
-	cmd := exec.Command("sh", "-c", "umask "+umask+" && exec scripts/release.sh dist")
-	cmd.Dir = root(t)
-	cmd.Env = append(os.Environ(), "VERSION="+version, "COMMIT=abc1234", "DIST="+dist, "PLATFORMS=linux/"+runtime.GOARCH)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("scripts/release.sh dist (umask %s): %v\n%s", umask, err, out)
+// umask, writing to dist.
+func releaseDist(dist, umask string) (string, error) {
+	r, err := testkit.Root()
+	if err != nil {
+		return "", err
 	}
-	return dist
+	cmd := exec.Command("sh", "-c", "umask "+umask+" && exec scripts/release.sh dist")
+	cmd.Dir = r
+	cmd.Env = append(os.Environ(), "VERSION="+distVersion, "COMMIT=abc1234", "DIST="+dist,
+		"PLATFORMS=linux/"+runtime.GOARCH, fmt.Sprintf("SOURCE_DATE_EPOCH=%d", distEpoch))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("scripts/release.sh dist (umask %s): %w\n%s", umask, err, out)
+	}
+	return dist, nil
 }
 
 func fileSHA(t *testing.T, path string) string {
