@@ -2,6 +2,7 @@ package replication
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -25,7 +26,15 @@ func (c pgConn) SetReadDeadline(t time.Time) error {
 }
 
 // SendStandbyStatusUpdate sends ssu as it is, except that pglogrepl replaces
-// a zero flush or apply position with the write position.
+// a zero flush or apply position with the write position. ctx's deadline
+// bounds the write (pglogrepl ignores ctx): a server that stops reading
+// would otherwise block it for good once the socket buffers are full.
 func (c pgConn) SendStandbyStatusUpdate(ctx context.Context, ssu pglogrepl.StandbyStatusUpdate) error {
+	if d, ok := ctx.Deadline(); ok {
+		if err := c.Conn().SetWriteDeadline(d); err != nil {
+			return fmt.Errorf("set the write deadline: %w", err)
+		}
+		defer c.Conn().SetWriteDeadline(time.Time{}) //nolint:errcheck // the next write sets its own
+	}
 	return pglogrepl.SendStandbyStatusUpdate(ctx, c.PgConn, ssu)
 }

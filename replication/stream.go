@@ -342,7 +342,11 @@ func (s *Stream) sendStatus(replyRequested bool) error {
 	if flushed == 0 {
 		write = 0
 	}
-	err := s.conn.SendStandbyStatusUpdate(context.Background(), pglogrepl.StandbyStatusUpdate{
+	// A status update that cannot be written within ReceiveTimeout (the
+	// server stopped reading) ends the session, as silence does.
+	ctx, cancel := context.WithTimeout(context.Background(), s.receiveTimeout())
+	defer cancel()
+	err := s.conn.SendStandbyStatusUpdate(ctx, pglogrepl.StandbyStatusUpdate{
 		WALWritePosition: write,
 		WALFlushPosition: flushed,
 		WALApplyPosition: flushed,
