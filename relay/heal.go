@@ -190,6 +190,7 @@ func (r *Relay) heal(ctx context.Context, conn *pgx.Conn, cause slot.Loss) (pglo
 	}
 	if r.cfg.Delivery.Exactly() {
 		entry.bt = r.newBackfillTxn()
+		entry.bt.heal = true
 		cfg.Committed = entry.bt.committed
 	}
 	plan, err := backfill.Prepare(ctx, conn, cfg)
@@ -213,6 +214,11 @@ func (r *Relay) heal(ctx context.Context, conn *pgx.Conn, cause slot.Loss) (pglo
 	}
 	if err := plan.Run(ctx, in); err != nil || ctx.Err() != nil {
 		return 0, err
+	}
+	if entry.bt != nil {
+		if err := entry.bt.seal(ctx); err != nil {
+			return 0, err
+		}
 	}
 	return r.healed(ctx, conn, cause, began, true)
 }
