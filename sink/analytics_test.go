@@ -164,6 +164,7 @@ func TestPartitionColumn(t *testing.T) {
 // topic since the writer learnt its count is placed there once a fresh
 // lookup knows it, not dead-lettered by the stale count.
 func TestPartitionColumnAfterGrowth(t *testing.T) {
+	besideOthersWhenShort(t)
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "grow"), kfake.SeedTopics(1, "dlq"))
 	if err != nil {
 		t.Fatal(err)

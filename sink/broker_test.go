@@ -23,6 +23,7 @@ import (
 // 1's batch is retried alone-in-its-partition, and each key's events still
 // first appear in the order they were published.
 func TestOnePartitionFailsInAMultiPartitionRequest(t *testing.T) {
+	besideOthersWhenShort(t)
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "events"))
 	if err != nil {
 		t.Fatal(err)

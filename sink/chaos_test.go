@@ -44,6 +44,7 @@ func (c *chance) intN(n int) int {
 // new partition of a key that moved. Duplicates are allowed (at least
 // once) and counted.
 func TestProducerUnderRandomFaults(t *testing.T) {
+	besideOthersWhenShort(t)
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	coin := &chance{rng: rand.New(rand.NewPCG(seed, seed>>1))}
@@ -64,7 +65,7 @@ func TestProducerUnderRandomFaults(t *testing.T) {
 		randomFault{kerr.RequestTimedOut, 0.03}, // written, then answered as timed out: the retry duplicates it
 	)
 
-	const events, keys = 3000, 30
+	events, keys := sized(3000, 1000), 30
 	ctx, w, f := keyedWriter(t, cluster, "chaos", events, Config{BatchSize: 20, MetadataMaxAge: 100 * time.Millisecond})
 	stopMoving := moveLeaders(cluster, coin, "chaos", 3, 30*time.Millisecond) // until every event is published
 	for i := range events {

@@ -24,6 +24,7 @@ import (
 // minute). In the three-broker suite this was the minute that every
 // exactly-once transaction waited after a leader was killed.
 func TestLeaderDiesWhileCached(t *testing.T) {
+	besideOthersWhenShort(t)
 	cluster := newCluster(t, kfake.NumBrokers(2), kfake.SeedTopics(1, "dying"))
 	old := cluster.LeaderFor("dying", 0)
 	var dead atomic.Bool

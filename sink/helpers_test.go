@@ -31,6 +31,31 @@ func testContext(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
+// sized is how much a property or load test does: full in the full suite
+// (make test, go test without -short), short under go test -short, which
+// runs every fault the test injects, fewer times, to stay under a minute
+// for the whole repository.
+func sized(full, short int) int {
+	if testing.Short() {
+		return short
+	}
+	return full
+}
+
+// besideOthersWhenShort lets a slow test that mostly waits out backoffs
+// and sleeps, and whose checks hold on a busy machine (order and counts,
+// or durations with seconds of slack), run beside the others under -short,
+// where the whole suite must take under a minute.
+// The full suite (make test: full sizes, under -race) runs it alone, as it
+// was tuned: with them all beside each other there, the transaction
+// property's seed 2 once ended "0 keys moved ... the run proves too little"
+// (its coin is shared with the fault injectors, so timing changes a run).
+func besideOthersWhenShort(t *testing.T) {
+	if testing.Short() {
+		t.Parallel()
+	}
+}
+
 // eventsWriter starts a writer to "events" on a new one-broker cluster that
 // also holds "dlq", its dead-letter topic; batches are flushed every
 // millisecond and cfg adds the rest (a registry, contracts, an observer).

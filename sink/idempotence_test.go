@@ -96,6 +96,7 @@ func publishKeyed(ctx context.Context, t *testing.T, w *Writer, events, keys int
 // that the count can fail. A producer id refused for a while (the broker
 // not ready) is asked again, not given up.
 func TestLostAnswerIsNotDuplicated(t *testing.T) {
+	besideOthersWhenShort(t)
 	for _, c := range []struct {
 		name       string
 		err        *kerr.Error
@@ -143,6 +144,7 @@ func TestLostAnswerIsNotDuplicated(t *testing.T) {
 // gets a new producer id, restarts the partition's sequence, and sends the
 // same batch again: every event lands once, in order.
 func TestRefusedSequenceRenewsProducerID(t *testing.T) {
+	besideOthersWhenShort(t)
 	for _, code := range []*kerr.Error{kerr.UnknownProducerID, kerr.OutOfOrderSequenceNumber, kerr.InvalidProducerEpoch} {
 		t.Run(code.Message, func(t *testing.T) {
 			cluster := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "idem"))
@@ -215,9 +217,10 @@ func boolInt(b bool) int {
 // some and answers them with an error (lost answers), delays requests and
 // moves partition leaders, every event is acknowledged once, in publish
 // order per key, and the topic holds each event exactly once, each key's
-// in order. Several seeds per run.
+// in order. Three seeds per run, each a new one (one under -short).
 func TestIdempotenceUnderRandomFaults(t *testing.T) {
-	for round := range 3 {
+	besideOthersWhenShort(t)
+	for round := range sized(3, 1) {
 		seed := uint64(time.Now().UnixNano()) + uint64(round)
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { idempotenceUnderFaults(t, seed) })
 	}
@@ -232,7 +235,7 @@ func idempotenceUnderFaults(t *testing.T, seed uint64) {
 		randomFault{kerr.RequestTimedOut, 0.06},
 		randomFault{kerr.NotEnoughReplicasAfterAppend, 0.04},
 	)
-	const events, keys = 1500, 24
+	events, keys := sized(1500, 600), 24
 	ctx, w, f := keyedWriter(t, cluster, "prop", events, Config{BatchSize: 15, MetadataMaxAge: 100 * time.Millisecond})
 	stopMoving := moveLeaders(cluster, coin, "prop", 3, 25*time.Millisecond)
 	publishKeyed(ctx, t, w, events, keys)

@@ -20,6 +20,7 @@ import (
 // acknowledged once, and reading each partition in offset order, each key's
 // events must first appear in the order they were published.
 func TestRetriableProduceErrorsKeepOrder(t *testing.T) {
+	besideOthersWhenShort(t)
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "events"))
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +58,7 @@ func TestRetriableProduceErrorsKeepOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const events, keys = 3000, 30
+	events, keys := sized(3000, 600), 30
 	f := newFates(events)
 	w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 20, BatchTimeout: 2 * time.Millisecond,
 		AutoCreateTopics: true, MissingTopicTimeout: 10 * time.Second}, f.done)

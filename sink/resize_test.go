@@ -20,6 +20,7 @@ import (
 // partition must not have one acknowledged there before the events still
 // queued for its old partition.
 func TestPartitionsAddedKeepKeyOrder(t *testing.T) {
+	besideOthersWhenShort(t)
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(2), kfake.SeedTopics(1, "grow"))
 	if err != nil {
 		t.Fatal(err)

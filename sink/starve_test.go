@@ -24,7 +24,7 @@ func TestTrickleBesideBacklog(t *testing.T) {
 	var mu sync.Mutex
 	acked := map[uint64]time.Time{}
 	all := make(chan struct{})
-	const bulk = 4000
+	bulk := uint64(sized(4000, 2000)) // the backlog: tokens 0 to bulk-1; the trickle is bulk
 	w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 10, BatchTimeout: 2 * time.Millisecond,
 		MissingTopicTimeout: 10 * time.Second}, func(token uint64, _ string, err error) {
 		mu.Lock()
@@ -33,7 +33,7 @@ func TestTrickleBesideBacklog(t *testing.T) {
 			t.Errorf("event %d failed: %v", token, err)
 		}
 		acked[token] = time.Now()
-		if len(acked) == bulk+1 {
+		if uint64(len(acked)) == bulk+1 {
 			close(all)
 		}
 	})
@@ -63,13 +63,13 @@ func TestTrickleBesideBacklog(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	after := 0 // the backlog's events acknowledged after the trickle's
-	for i := range uint64(bulk) {
+	for i := range bulk {
 		if acked[i].After(acked[bulk]) {
 			after++
 		}
 	}
 	t.Logf("the trickle's event took %s; %d of the backlog's %d events were acknowledged after it", acked[bulk].Sub(sent), after, bulk)
-	if after < bulk/4 {
+	if uint64(after) < bulk/4 {
 		t.Errorf("the trickle's lone event was acknowledged behind the other topic's backlog: only %d of %d events after it", after, bulk)
 	}
 }

@@ -22,6 +22,7 @@ import (
 // tracker, which the writer reports its produce requests to: one tracker
 // for every request of the transaction, so that one outage is one warning.
 func TestTransactionOutageLogged(t *testing.T) {
+	besideOthersWhenShort(t)
 	cluster := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "outage"))
 	ctx := testContext(t, 30*time.Second)
 	logs := &outagetest.Log{}

@@ -69,9 +69,7 @@ func TestImageRelaysEvents(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("buildah and chroot: linux only")
 	}
-	if _, err := exec.LookPath("buildah"); err != nil {
-		t.Fatal("buildah not found: apt-get install -y buildah (.ci/run installs it); it builds the image from the Dockerfile")
-	}
+	tool(t, "buildah", "apt-get install -y buildah", "builds the image from the Dockerfile")
 	if os.Geteuid() != 0 {
 		t.Skip("TestImageRelaysEvents needs root (buildah's storage, chroot); CI runs it as root")
 	}

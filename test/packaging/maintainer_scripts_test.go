@@ -112,9 +112,7 @@ func TestMaintainerScripts(t *testing.T) {
 	if runtime.GOOS != "linux" || os.Getuid() != 0 {
 		t.Skip("needs root on linux, for a mount namespace (unshare) and chown; CI runs as root")
 	}
-	if _, err := exec.LookPath("unshare"); err != nil {
-		t.Skip("unshare not found (apt-get install util-linux)")
-	}
+	tool(t, "unshare", "apt-get install util-linux", "runs the maintainer scripts in a scratch root")
 	type step struct{ install, upgrade, remove [][]string } // each a script and its arguments
 	deb := step{
 		install: [][]string{{"preinstall.sh", "install"}, nil, {"postinstall.sh", "configure", ""}},

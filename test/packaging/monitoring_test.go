@@ -11,25 +11,14 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// promtool finds Prometheus's promtool (Debian's prometheus package;
-// .ci/run installs it).
-func promtool(t *testing.T) string {
-	t.Helper()
-	p, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Fatalf("promtool not found: apt-get install prometheus (it checks deploy/prometheus/alerts.yml)")
-	}
-	return p
-}
-
 // TestAlertRules runs promtool's checks and unit tests of
 // deploy/prometheus/alerts.yml, and holds the unit tests to a firing and a
 // quiet case for every rule.
 func TestAlertRules(t *testing.T) {
 	dir := filepath.Join(root(t), "deploy", "prometheus")
-	tool := promtool(t)
+	promtool := tool(t, "promtool", "apt-get install prometheus", "checks and unit-tests deploy/prometheus/alerts.yml")
 	for _, args := range [][]string{{"check", "rules", "alerts.yml"}, {"test", "rules", "alerts_test.yml"}} {
-		cmd := exec.Command(tool, args...)
+		cmd := exec.Command(promtool, args...)
 		cmd.Dir = dir
 		out, err := cmd.CombinedOutput()
 		if err != nil {

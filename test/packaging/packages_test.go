@@ -45,6 +45,9 @@ var maintainerScripts = map[string]string{
 // owners and times, its settings kept on upgrade, and its maintainer
 // scripts.
 func TestReleasePackages(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the release twice (about 40 s); make test runs it")
+	}
 	dist, again := releaseDists(t)
 	name := "outbox-cdc_" + distVersion + "_linux_" + runtime.GOARCH
 	sums, err := os.ReadFile(filepath.Join(dist, "SHA256SUMS"))
@@ -73,9 +76,7 @@ func TestReleasePackages(t *testing.T) {
 // checkDeb reads the .deb with dpkg-deb: its control fields, conffiles and
 // maintainer scripts, and the files it installs.
 func checkDeb(t *testing.T, deb, bin string) {
-	if _, err := exec.LookPath("dpkg-deb"); err != nil {
-		t.Skip("dpkg-deb not found (apt-get install dpkg)")
-	}
+	tool(t, "dpkg-deb", "apt-get install dpkg", "reads the .deb's control fields, conffiles, scripts and files")
 	info := dpkgDeb(t, "--info", deb)
 	for _, field := range []string{"Package: outbox-cdc", "Version: 0.0.0~disttest-1", "Architecture: " + runtime.GOARCH,
 		"Section: net", "Homepage: https://github.com/outbox-cdc/outbox-cdc"} {

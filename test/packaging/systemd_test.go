@@ -138,9 +138,7 @@ func TestSystemdUnitsFitTheRelay(t *testing.T) {
 // OK (exposure at most 2.0), offline, on the files. verify wants
 // ExecStart's program to exist, so it reads copies that start a stand-in.
 func TestSystemdUnitsVerifyAndAreHardened(t *testing.T) {
-	if _, err := exec.LookPath("systemd-analyze"); err != nil {
-		t.Skip("systemd-analyze not found (apt-get install systemd)")
-	}
+	tool(t, "systemd-analyze", "apt-get install systemd", "verifies the units and rates their sandbox offline")
 	tmp := t.TempDir()
 	program := filepath.Join(tmp, "outbox-cdc")
 	if err := os.WriteFile(program, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
