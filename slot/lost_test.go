@@ -23,6 +23,10 @@ func TestLossFromSlotRow(t *testing.T) {
 		{"18: idle_timeout", lossRow{walStatus: "lost", reason: "idle_timeout"}, LossIdleTimeout},
 		{"a reason a later version adds", lossRow{reason: "something_new"}, LossInvalidated},
 		{"no confirmed position, no reason", lossRow{walStatus: "reserved", noConfirmed: true}, LossInvalidated},
+		// Not the relay's to judge (ensureSlot refuses it by name): a
+		// physical slot has no confirmed position, which is no loss.
+		{"a standby's physical slot under the name", lossRow{walStatus: "reserved", noConfirmed: true, foreign: true}, LossNone},
+		{"another database's lost slot under the name", lossRow{walStatus: "lost", foreign: true}, LossNone},
 	}
 	for _, c := range cases {
 		if got := c.row.loss(); got != c.want {
