@@ -276,17 +276,29 @@ func (r *Relay) slotGoneForHeal(x *exactly) bool {
 // slotGoneTimeout bounds slotGoneForHeal's question.
 const slotGoneTimeout = 5 * time.Second
 
-// serverMoved reports whether the server is no longer the one the first
-// heal decision found: another system identifier, or another timeline (a
-// promotion). The first call records the server and reports false.
+// serverMoved reports whether the server is no longer the one the last
+// heal decision found (see movedFrom), and records the server found.
 func (r *Relay) serverMoved(ctx context.Context) (bool, error) {
 	sys, err := replication.Identify(ctx, r.cfg.PostgresURL)
 	if err != nil {
 		return false, fmt.Errorf("identify the server: %w", err)
 	}
-	if r.served == nil {
-		r.served = &sys
-		return false, nil
+	moved, served := movedFrom(r.served, sys)
+	r.served = served
+	return moved, nil
+}
+
+// movedFrom says whether sys is not the server served (another system
+// identifier, or another timeline: a promotion), and returns the server
+// to compare the next decision with: sys, once found, so that a failover
+// is one move and a later drop on the new server is a drop. The first call
+// (served nil) records sys and reports false.
+func movedFrom(served *replication.System, sys replication.System) (bool, *replication.System) {
+	if served == nil {
+		return false, &sys
 	}
-	return sys.ID != r.served.ID || sys.Timeline != r.served.Timeline, nil
+	if sys.ID != served.ID || sys.Timeline != served.Timeline {
+		return true, &sys
+	}
+	return false, served
 }

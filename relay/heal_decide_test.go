@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/outbox-cdc/outbox-cdc/backfill"
+	"github.com/outbox-cdc/outbox-cdc/replication"
 	"github.com/outbox-cdc/outbox-cdc/slot"
 )
 
@@ -64,6 +65,34 @@ func TestHealSpecs(t *testing.T) {
 	for i := range want {
 		if specs[i] != want[i] {
 			t.Errorf("table %d: %+v, want %+v", i, specs[i], want[i])
+		}
+	}
+}
+
+// TestServerMovedOnce: a failover is a move once: the decision that finds
+// the server moved takes it as the one to compare with, so a drop after
+// it, on the same server, is a drop and not a second move.
+func TestServerMovedOnce(t *testing.T) {
+	first := replication.System{ID: "7001", Timeline: 1}
+	promoted := replication.System{ID: "7001", Timeline: 2}
+	restored := replication.System{ID: "7002", Timeline: 1}
+	var served *replication.System
+	for i, step := range []struct {
+		name  string
+		found replication.System
+		moved bool
+	}{
+		{"the first decision", first, false},
+		{"the same server", first, false},
+		{"after a promotion", promoted, true},
+		{"the promoted server again", promoted, false},
+		{"after a restore elsewhere", restored, true},
+		{"the restored server again", restored, false},
+	} {
+		var moved bool
+		moved, served = movedFrom(served, step.found)
+		if moved != step.moved {
+			t.Errorf("decision %d, %s: moved %v, want %v", i, step.name, moved, step.moved)
 		}
 	}
 }
