@@ -109,9 +109,20 @@ func healSpecs(cfg Config) ([]backfill.Spec, error) {
 func (r *Relay) prepareHealing(ctx context.Context, afterSession bool, usual func(context.Context) (pglogrepl.LSN, error)) (pglogrepl.LSN, error) {
 	start, err := r.healOrPrepare(ctx, afterSession, usual)
 	if errors.Is(err, slot.ErrSlotInvalidated) {
-		return r.healOrPrepare(ctx, true, usual)
+		start, err = r.healOrPrepare(ctx, true, usual)
 	}
-	return start, err
+	return start, heldAsActive(err)
+}
+
+// heldAsActive makes a lost slot that a process still holds
+// (slot.ErrLostSlotHeld: its walsender has not ended) a slot in use
+// (replication.ErrSlotActive), which the relay stands by for, at start as
+// after a session, and heals once it is let go.
+func heldAsActive(err error) error {
+	if errors.Is(err, slot.ErrLostSlotHeld) && !errors.Is(err, replication.ErrSlotActive) {
+		return fmt.Errorf("%w: %w", replication.ErrSlotActive, err)
+	}
+	return err
 }
 
 // healOrPrepare is one try of prepareHealing.

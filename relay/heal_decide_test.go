@@ -1,6 +1,8 @@
 package relay
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -94,5 +96,23 @@ func TestServerMovedOnce(t *testing.T) {
 		if moved != step.moved {
 			t.Errorf("decision %d, %s: moved %v, want %v", i, step.name, moved, step.moved)
 		}
+	}
+}
+
+// TestHeldLostSlotIsWaitedFor: a lost slot that a process still holds
+// when a heal would drop it (slot.ErrLostSlotHeld) does not end the relay
+// at start: it stands by, like an instance whose slot another streams,
+// and heals once the slot is let go.
+func TestHeldLostSlotIsWaitedFor(t *testing.T) {
+	held := fmt.Errorf("prepare the heal: %w", fmt.Errorf("%w: slot %q is invalidated and a process still holds it", slot.ErrLostSlotHeld, "s"))
+	err := heldAsActive(held)
+	if fatalAtStart(err) {
+		t.Errorf("at start, %v ends the relay; want it to stand by", err)
+	}
+	if !errors.Is(err, replication.ErrSlotActive) {
+		t.Errorf("%v is not replication.ErrSlotActive: the retry loop would not stand by for it", err)
+	}
+	if other := errors.New("connect to postgres: refused"); !fatalAtStart(heldAsActive(other)) {
+		t.Errorf("at start, %v does not end the relay", other)
 	}
 }

@@ -108,8 +108,9 @@ const lostWhere = `(s.wal_status = 'lost' OR s.confirmed_flush_lsn IS NULL OR to
 // whether it did. Only a lost slot is
 // dropped: an instance that raced this one to heal has created a new slot
 // under the name, which is not lost, and is kept. A lost slot that a
-// process still holds (its walsender not yet ended) is an error, retried
-// by the relay like any session's.
+// process still holds (its walsender not yet ended) is ErrLostSlotHeld,
+// which the relay waits out as it waits for a slot another instance
+// streams.
 func DropLost(ctx context.Context, conn *pgx.Conn, slot string) (bool, error) {
 	// A top-level SELECT evaluates its list for each row WHERE keeps, so
 	// the drop runs exactly when the slot is lost and free.
@@ -127,7 +128,13 @@ func DropLost(ctx context.Context, conn *pgx.Conn, slot string) (bool, error) {
 		return false, fmt.Errorf("read replication slot %q: %w", slot, err)
 	}
 	if held {
-		return false, fmt.Errorf("slot %q is invalidated and a process still holds it (pg_replication_slots.active_pid): healing it once that process ends", slot)
+		return false, lostHeld(slot)
 	}
 	return false, nil
+}
+
+// lostHeld is DropLost's error for a lost slot a process still holds.
+func lostHeld(slot string) error {
+	return fmt.Errorf("%w: slot %q is invalidated and a process still holds it (pg_replication_slots.active_pid): healing it once that process ends",
+		ErrLostSlotHeld, slot)
 }
