@@ -186,7 +186,6 @@ func (r *Relay) heal(ctx context.Context, conn *pgx.Conn, cause slot.Loss) (pglo
 	if err != nil {
 		return 0, err
 	}
-	began := time.Now()
 	entry := newBackfillEntry(r)
 	cfg := backfill.Config{
 		URL: r.cfg.PostgresURL, Target: r.target, Specs: specs, Heal: true,
@@ -194,7 +193,6 @@ func (r *Relay) heal(ctx context.Context, conn *pgx.Conn, cause slot.Loss) (pglo
 		Logger: r.log, Progress: r.metrics.Backfill, CommitInterval: max(r.cfg.Delivery.TransactionInterval, backfillCommitInterval),
 		CleanGap: true,
 		BeforeCreate: func(ctx context.Context) error {
-			began = time.Now()
 			r.warnHeal(cause)
 			return backfill.RecordHealStart(ctx, conn, r.healSchema(), r.target.Slot, cause)
 		},
@@ -214,7 +212,7 @@ func (r *Relay) heal(ctx context.Context, conn *pgx.Conn, cause slot.Loss) (pglo
 		r.log.Info("resuming a heal of the slot cut short", slog.String("slot", r.target.Slot), slog.String("cause", string(cause)))
 	default:
 		r.log.Info("the slot was healed already (by another instance): streaming it", slog.String("slot", r.target.Slot))
-		return r.healed(ctx, conn, cause, began, false)
+		return r.healed(ctx, conn)
 	}
 	r.live.backfilling.Store(true)
 	defer r.live.backfilling.Store(false)
@@ -225,7 +223,7 @@ func (r *Relay) heal(ctx context.Context, conn *pgx.Conn, cause slot.Loss) (pglo
 	if err := plan.Run(ctx, in); err != nil || ctx.Err() != nil {
 		return 0, err
 	}
-	return r.healed(ctx, conn, cause, began, true)
+	return r.healed(ctx, conn)
 }
 
 // warnHeal is the heal's one warning, as it begins.
@@ -237,10 +235,10 @@ func (r *Relay) warnHeal(cause slot.Loss) {
 	r.log.Warn("replication slot lost: healing from the outbox", attrs...)
 }
 
-// healed records the end of a heal (ours: counted and logged; another
-// instance's left unrecorded: recorded once, not counted here) and returns
-// the new slot's position.
-func (r *Relay) healed(ctx context.Context, conn *pgx.Conn, cause slot.Loss, began time.Time, ours bool) (pglogrepl.LSN, error) {
+// healed records the end of a heal (this instance's, or one cut short
+// whose end nobody recorded), reports it (healEnded) and returns the new
+// slot's position.
+func (r *Relay) healed(ctx context.Context, conn *pgx.Conn) (pglogrepl.LSN, error) {
 	states, err := backfill.ReadStates(ctx, conn, r.healSchema(), r.target.Slot)
 	if err != nil {
 		return 0, fmt.Errorf("read the heal of slot %q: %w", r.target.Slot, err)
@@ -249,16 +247,26 @@ func (r *Relay) healed(ctx context.Context, conn *pgx.Conn, cause slot.Loss, beg
 	for _, t := range r.cfg.Tables {
 		rows += states[t.Qualified()].Done
 	}
-	ended, err := backfill.RecordHealEnd(ctx, conn, r.healSchema(), r.target.Slot, rows)
+	rec, ended, err := backfill.RecordHealEnd(ctx, conn, r.healSchema(), r.target.Slot, rows)
 	if err != nil {
 		return 0, err
 	}
-	if ours && ended {
-		r.metrics.SlotHealed(cause, rows, time.Now())
-		r.log.Info("slot healed", slog.String("slot", r.target.Slot), slog.String("cause", string(cause)), slog.Int64("rows", rows),
-			slog.Duration("took", time.Since(began).Round(time.Millisecond)))
-	}
+	r.healEnded(rec, ended)
 	return slot.Prepare(ctx, conn, r.target, false)
+}
+
+// healEnded counts and logs the heal rec when this instance's
+// RecordHealEnd ended it (ended), whichever instance ran it: a heal cut
+// short after publishing its rows (a SIGTERM, a crash before its end was
+// recorded) is ended, and reported, by the next start or another
+// instance; and each heal is reported once.
+func (r *Relay) healEnded(rec backfill.HealRecord, ended bool) {
+	if !ended || rec.Started == nil || rec.Finished == nil {
+		return
+	}
+	r.metrics.SlotHealed(slot.Loss(rec.Cause), rec.Rows, *rec.Finished)
+	r.log.Info("slot healed", slog.String("slot", r.target.Slot), slog.String("cause", rec.Cause), slog.Int64("rows", rec.Rows),
+		slog.Duration("took", rec.Finished.Sub(*rec.Started).Round(time.Millisecond)))
 }
 
 // slotGoneForHeal says a session that lost its stream should drain what

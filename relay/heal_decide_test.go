@@ -1,10 +1,15 @@
 package relay
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/outbox-cdc/outbox-cdc/backfill"
 	"github.com/outbox-cdc/outbox-cdc/replication"
@@ -115,4 +120,59 @@ func TestHeldLostSlotIsWaitedFor(t *testing.T) {
 	if other := errors.New("connect to postgres: refused"); !fatalAtStart(heldAsActive(other)) {
 		t.Errorf("at start, %v does not end the relay", other)
 	}
+}
+
+// TestHealEndReported: a heal is counted and logged (`slot healed`, with
+// the cause, rows and duration recorded) by whichever instance records
+// its end: a heal cut short after its rows were published (a SIGTERM, a
+// crash) is ended by the next start or by another instance, and counted
+// there; one whose end another instance recorded is not counted twice.
+func TestHealEndReported(t *testing.T) {
+	started := time.Unix(1_700_000_000, 0)
+	finished := started.Add(1500 * time.Millisecond)
+	rec := backfill.HealRecord{Slot: "outbox_cdc", Cause: "wal_removed", Started: &started, Finished: &finished, Rows: 42}
+	for _, c := range []struct {
+		name  string
+		ended bool
+		lines int
+	}{
+		{"the heal's end recorded here", true, 1},
+		{"its end recorded by another instance", false, 0},
+	} {
+		var logs bytes.Buffer
+		reg := prometheus.NewRegistry()
+		r, err := New(notifyConfig(), WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))), WithRegisterer(reg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.healEnded(rec, c.ended) // the heal may have run elsewhere, or before a restart
+		lines := strings.Count(logs.String(), `"msg":"slot healed"`)
+		heals := gathered(t, reg, "outbox_cdc_slot_heals_total")
+		if lines != c.lines || int(heals) != c.lines {
+			t.Errorf("%s: %d `slot healed` lines, %v heals counted, want %d", c.name, lines, heals, c.lines)
+		}
+		if c.lines == 1 && (!strings.Contains(logs.String(), `"rows":42`) || !strings.Contains(logs.String(), `"took":1500000000`) ||
+			!strings.Contains(logs.String(), `"cause":"wal_removed"`)) {
+			t.Errorf("%s: the line does not say the recorded cause, rows and duration: %s", c.name, logs.String())
+		}
+	}
+}
+
+// gathered is the sum of family's series in reg.
+func gathered(t *testing.T, reg *prometheus.Registry, family string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != family {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
 }
