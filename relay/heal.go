@@ -140,18 +140,48 @@ func (r *Relay) healOrPrepare(ctx context.Context, afterSession bool, usual func
 		return 0, err
 	}
 	cause, record := decideHeal(f)
-	if record {
-		// Before the slot is created: a crash after it finds the slot
-		// known, and heals rather than starting afresh.
-		if err := backfill.RecordSlot(ctx, conn, r.healSchema(), r.target.Slot); err != nil {
-			return 0, err
-		}
+	return preparation{
+		usual: func(ctx context.Context) (pglogrepl.LSN, error) {
+			conn.Close(context.Background())
+			return usual(ctx)
+		},
+		heal:   func(ctx context.Context, cause slot.Loss) (pglogrepl.LSN, error) { return r.heal(ctx, conn, cause) },
+		record: r.recordSlot,
+	}.follow(ctx, cause, record)
+}
+
+// preparation is what a heal decision acts through: the usual
+// preparation, the heal, and the record that the slot exists here.
+type preparation struct {
+	usual  func(context.Context) (pglogrepl.LSN, error)
+	heal   func(context.Context, slot.Loss) (pglogrepl.LSN, error)
+	record func(context.Context) error
+}
+
+// follow acts on decideHeal's answer: cause, and whether to record the
+// slot as known here. The record follows the slot: made before it, a
+// creation that failed would turn the next start into a heal of every
+// row in the outbox. A crash between the creation and the record leaves
+// a slot that exists and is not recorded, which the next start records.
+func (p preparation) follow(ctx context.Context, cause slot.Loss, record bool) (pglogrepl.LSN, error) {
+	if cause != slot.LossNone {
+		return p.heal(ctx, cause)
 	}
-	if cause == slot.LossNone {
-		conn.Close(context.Background())
-		return usual(ctx)
+	start, err := p.usual(ctx)
+	if err != nil || !record {
+		return start, err
 	}
-	return r.heal(ctx, conn, cause)
+	return start, p.record(ctx)
+}
+
+// recordSlot records the slot as known here (backfill.RecordSlot).
+func (r *Relay) recordSlot(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, r.cfg.PostgresURL)
+	if err != nil {
+		return fmt.Errorf("connect to postgres (%s): %w", PostgresHint(err), err)
+	}
+	defer conn.Close(context.Background())
+	return backfill.RecordSlot(ctx, conn, r.healSchema(), r.target.Slot)
 }
 
 // healSchema is where the heal table is: the progress table's schema.

@@ -2,13 +2,16 @@ package relay
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/outbox-cdc/outbox-cdc/backfill"
@@ -175,4 +178,33 @@ func gathered(t *testing.T, reg *prometheus.Registry, family string) float64 {
 		}
 	}
 	return sum
+}
+
+// TestSlotRecordedOnceItExists: a slot is recorded as known here only once
+// the usual preparation has made it: a creation that fails (no free slot,
+// a wrong grant) leaves nothing recorded, so the next start is a first
+// start again and not a heal of every row in the outbox.
+func TestSlotRecordedOnceItExists(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		usualErr error
+		want     []string
+	}{
+		{"the slot is created", nil, []string{"usual", "record"}},
+		{"its creation fails", errors.New("create replication slot: all replication slots are in use"), []string{"usual"}},
+	} {
+		var did []string
+		p := preparation{
+			usual: func(context.Context) (pglogrepl.LSN, error) { did = append(did, "usual"); return 1, c.usualErr },
+			heal: func(context.Context, slot.Loss) (pglogrepl.LSN, error) {
+				did = append(did, "heal")
+				return 1, nil
+			},
+			record: func(context.Context) error { did = append(did, "record"); return nil },
+		}
+		_, err := p.follow(context.Background(), slot.LossNone, true)
+		if !errors.Is(err, c.usualErr) || !slices.Equal(did, c.want) {
+			t.Errorf("%s: did %v (err %v), want %v (err %v)", c.name, did, err, c.want, c.usualErr)
+		}
+	}
 }
