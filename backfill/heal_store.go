@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -12,8 +13,8 @@ import (
 	"github.com/outbox-cdc/outbox-cdc/slot"
 )
 
-// HealTable is the table, beside ProgressTable, where a relay with
-// --on-slot-lost heal records that its slot exists here (so that a slot
+// HealTable is the table, beside ProgressTable, where a relay (with either
+// --on-slot-lost) and setup record that the slot exists here (so that a slot
 // found missing later is told from a first start: the table survives a
 // base backup and a failover, the slot does not) and its last heal, which
 // outbox-cdc status shows. A row per slot.
@@ -75,6 +76,13 @@ func ReadHeal(ctx context.Context, conn *pgx.Conn, schema, slotName string) (Hea
 func RecordSlot(ctx context.Context, conn *pgx.Conn, schema, slotName string) error {
 	_, err := writeHeal(ctx, conn, schema, `INSERT INTO %s (slot) VALUES ($1) ON CONFLICT (slot) DO NOTHING`, slotName)
 	return err
+}
+
+// RecordSlotSQL is RecordSlot as a statement, for setup, which creates the
+// slot: the heal table must exist (HealTableSQL).
+func RecordSlotSQL(schema, slotName string) string {
+	return fmt.Sprintf(`INSERT INTO %s (slot) VALUES ('%s') ON CONFLICT (slot) DO NOTHING;`,
+		pgx.Identifier{schema, HealTable}.Sanitize(), strings.ReplaceAll(slotName, "'", "''"))
 }
 
 // RecordHealStart records that a heal of slot for cause begins.

@@ -174,35 +174,17 @@ func (p preparation) follow(ctx context.Context, cause slot.Loss, record bool) (
 	return start, p.record(ctx)
 }
 
-// recordSlot records the slot as known here (backfill.RecordSlot).
-func (r *Relay) recordSlot(ctx context.Context) error {
-	conn, err := pgx.Connect(ctx, r.cfg.PostgresURL)
-	if err != nil {
-		return fmt.Errorf("connect to postgres (%s): %w", PostgresHint(err), err)
-	}
-	defer conn.Close(context.Background())
-	return backfill.RecordSlot(ctx, conn, r.healSchema(), r.target.Slot)
-}
-
 // healSchema is where the heal table is: the progress table's schema.
 func (r *Relay) healSchema() string { return r.target.Tables[0].Schema }
 
 // readHealFacts reads the slot's state and what this database recorded of
-// it.
+// it (readSlotFacts), and whether the server moved.
 func (r *Relay) readHealFacts(ctx context.Context, conn *pgx.Conn, afterSession bool) (healFacts, error) {
-	f := healFacts{afterSession: afterSession}
-	var err error
-	if f.loss, err = slot.SlotLoss(ctx, conn, r.target.Slot); err != nil {
-		return f, err
-	}
-	if f.record, f.known, err = backfill.ReadHeal(ctx, conn, r.healSchema(), r.target.Slot); err != nil {
-		return f, err
-	}
-	states, err := backfill.ReadStates(ctx, conn, r.healSchema(), r.target.Slot)
+	f, err := r.readSlotFacts(ctx, conn)
 	if err != nil {
-		return f, fmt.Errorf("read the backfills of slot %q: %w", r.target.Slot, err)
+		return f, err
 	}
-	f.backfilled = len(states) > 0
+	f.afterSession = afterSession
 	if f.loss == slot.LossMissing || r.served == nil {
 		f.moved, err = r.serverMoved(ctx)
 	}

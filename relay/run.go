@@ -80,7 +80,7 @@ func (r *Relay) run(ctx context.Context) error {
 		}
 		start, err = r.prepareHealing(ctx, false, usual)
 	} else {
-		start, err = usual(ctx)
+		start, err = r.prepareFailing(ctx, usual)
 	}
 	if fatalAtStart(err) || ctx.Err() != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/outbox-cdc/outbox-cdc/internal/testkit"
 )
@@ -34,4 +35,54 @@ func TestSlotHealSparesAnotherKindOfSlot(t *testing.T) {
 	if kind != "physical" {
 		t.Errorf("the physical slot %s is now %q: the heal dropped it", o.name, kind)
 	}
+}
+
+// knownMissingMsg begins fail mode's warning for a recorded slot gone.
+const knownMissingMsg = "replication slot missing though it existed here before"
+
+// TestSlotRecordedInEitherMode: a relay with --on-slot-lost fail records
+// its slot too. Dropped while that relay is stopped, the slot is created
+// anew at its next start, as always, with one WARN naming it; dropped
+// again, a relay started with heal recognizes it missing (it was never
+// recorded by a heal-mode relay) and republishes what the outbox holds.
+func TestSlotRecordedInEitherMode(t *testing.T) {
+	t.Setenv("OUTBOX_TEST_DELIVERY", "at-least-once")
+	o := newOutbox(t, "healknown", defaultColumns)
+	failArgs := o.args("--cleanup", "delete-after-publish")
+	topics := []string{o.name + ".order"}
+	w, counters := newWritten(), map[string]int{}
+	r := startRelay(t, failArgs...)
+	insertRows(t, o, w, makeRows(40, 5, "order", counters), 10)
+	consume(t, topics, len(w.committed), time.Minute)
+	stopRelay(t, r)
+	if n := query[int64](context.Background(), t, o.URL, `SELECT count(*) FROM public.outbox_cdc_heal WHERE slot = $1`, o.name); n != 1 {
+		t.Fatalf("--on-slot-lost fail: %d rows recording slot %s in outbox_cdc_heal, want 1", n, o.name)
+	}
+
+	testkit.DropSlot(t, o.URL, o.name)
+	r = startRelay(t, failArgs...)
+	waitFor(t, r, 30*time.Second, "the warning that the recorded slot is gone", func() bool { return r.countLines(knownMissingMsg) > 0 })
+	var warned bool
+	for _, line := range strings.Split(r.LogText(), "\n") {
+		if strings.Contains(line, knownMissingMsg) {
+			rec := testkit.ParseLogLine(line)
+			warned = rec["level"] == "WARN" && rec["slot"] == o.name && strings.Contains(rec["msg"], "--on-slot-lost heal")
+		}
+	}
+	if !warned || r.countLines(knownMissingMsg) != 1 || r.countLines(healStartMsg) != 0 {
+		t.Errorf("fail mode on a recorded slot gone: want one WARN %q naming slot %s and --on-slot-lost heal, no heal:\n%s",
+			knownMissingMsg, o.name, testkit.Tail(r.LogText(), 20))
+	}
+	stopRelay(t, r)
+
+	testkit.DropSlot(t, o.URL, o.name)
+	insertRows(t, o, w, makeRows(20, 5, "order", counters), 5) // while no slot exists: only the heal publishes them
+	left := len(o.tableIDs(t))
+	r = startRelay(t, o.args(healArgs...)...)
+	hs := waitHeals(t, r, 1, time.Minute)
+	consume(t, topics, len(w.committed), time.Minute)
+	if hs[0].cause != "missing" || hs[0].rows != left {
+		t.Errorf("heal after fail mode: cause %q rows %d, want missing and the %d rows the table held", hs[0].cause, hs[0].rows, left)
+	}
+	stopRelay(t, r)
 }
