@@ -135,6 +135,11 @@ func (r *Relay) healOrPrepare(ctx context.Context, afterSession bool, usual func
 	if err := slot.PrepareTables(ctx, conn, r.target); err != nil {
 		return 0, err
 	}
+	if !afterSession {
+		if err := r.checkHeal(ctx, conn); err != nil {
+			return 0, err
+		}
+	}
 	f, err := r.readHealFacts(ctx, conn, afterSession)
 	if err != nil {
 		return 0, err
@@ -172,6 +177,21 @@ func (p preparation) follow(ctx context.Context, cause slot.Loss, record bool) (
 		return start, err
 	}
 	return start, p.record(ctx)
+}
+
+// checkHeal refuses at start a heal that could not run (a --where, a
+// --backfill-order that cannot follow commit order), before any slot is
+// lost: refused only once the lost slot was dropped, it would leave a
+// missing slot and nothing done.
+func (r *Relay) checkHeal(ctx context.Context, conn *pgx.Conn) error {
+	specs, err := healSpecs(r.cfg)
+	if err != nil {
+		return err
+	}
+	if err := backfill.Check(ctx, conn, backfill.Config{URL: r.cfg.PostgresURL, Target: r.target, Specs: specs}); err != nil {
+		return fmt.Errorf("--on-slot-lost heal could not heal a lost slot of this outbox: %w", err)
+	}
+	return nil
 }
 
 // healSchema is where the heal table is: the progress table's schema.

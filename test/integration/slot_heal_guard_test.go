@@ -86,3 +86,39 @@ func TestSlotRecordedInEitherMode(t *testing.T) {
 	}
 	stopRelay(t, r)
 }
+
+// TestSlotHealThatCannotRunDropsNothing: a heal whose order cannot follow
+// commit order (no timestamp column, track_commit_timestamp off,
+// --backfill-order auto) is refused at start, before the lost slot is
+// dropped: the slot a relay with --on-slot-lost fail made and lost stays
+// lost, not missing, so that a start with a workable order still heals
+// it (cause wal_removed) and delivers every row committed meanwhile,
+// instead of taking a missing slot for a first start.
+func TestSlotHealThatCannotRunDropsNothing(t *testing.T) {
+	t.Setenv("OUTBOX_TEST_DELIVERY", "at-least-once")
+	server := startLossyPostgres(t)
+	o := newOutboxOn(t, server.URL, "healorder")
+	base := o.args("--column-timestamp", "", "--cleanup", "delete-after-publish")
+	topics := []string{o.name + ".order"}
+	w, counters := newWritten(), map[string]int{}
+	r := startRelayOn(t, server.URL, base...) // --on-slot-lost fail
+	insertRows(t, o, w, makeRows(60, 10, "order", counters), 10)
+	consume(t, topics, len(w.committed), time.Minute)
+	stopRelay(t, r)
+	loseSlot(t, o, func() { insertRows(t, o, w, makeRows(10, 10, "order", counters), 5) })
+
+	refused := append(without(append([]string(nil), base...), "--http-addr"), "--http-addr", "", "--on-slot-lost", "heal")
+	code, out := runOnce(t, refused...)
+	if code == 0 || !strings.Contains(out, "--backfill-order") || strings.Contains(out, healStartMsg) {
+		t.Errorf("a heal that cannot choose an order: exit %d, want non-zero naming --backfill-order, no heal:\n%s", code, testkit.Tail(out, 10))
+	}
+	if s := slotWALStatus(t, o); s != "lost" {
+		t.Fatalf("after the refused heal, slot %s has wal_status %q, want lost: it was touched", o.name, s)
+	}
+
+	r = startRelayOn(t, server.URL, append(base, "--on-slot-lost", "heal", "--backfill-order", "id")...)
+	hs := waitHeals(t, r, 1, time.Minute)
+	consume(t, topics, len(w.committed), time.Minute)
+	checkWALRemovedCause(t, serverVersion(t, o), hs[0].cause)
+	stopRelay(t, r)
+}
