@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -150,7 +149,9 @@ func (r *Relay) healOrPrepare(ctx context.Context, afterSession bool, usual func
 			conn.Close(context.Background())
 			return usual(ctx)
 		},
-		heal:   func(ctx context.Context, cause slot.Loss) (pglogrepl.LSN, error) { return r.heal(ctx, conn, cause) },
+		heal: func(ctx context.Context, cause slot.Loss) (pglogrepl.LSN, error) {
+			return r.heal(ctx, conn, cause, f.record)
+		},
 		record: r.recordSlot,
 	}.follow(ctx, cause, record)
 }
@@ -209,96 +210,6 @@ func (r *Relay) readHealFacts(ctx context.Context, conn *pgx.Conn, afterSession 
 		f.moved, err = r.serverMoved(ctx)
 	}
 	return f, err
-}
-
-// heal runs the heal of cause on conn's server, under the backfill's lock,
-// and returns where streaming starts: the new slot's consistent point.
-func (r *Relay) heal(ctx context.Context, conn *pgx.Conn, cause slot.Loss) (pglogrepl.LSN, error) {
-	specs, err := healSpecs(r.cfg)
-	if err != nil {
-		return 0, err
-	}
-	entry := newBackfillEntry(r)
-	cfg := backfill.Config{
-		URL: r.cfg.PostgresURL, Target: r.target, Specs: specs, Heal: true,
-		ConfirmInterval: r.cfg.Stream.ConfirmInterval, DrainTimeout: r.cfg.Stream.DrainTimeout,
-		Logger: r.log, Progress: r.metrics.Backfill, CommitInterval: max(r.cfg.Delivery.TransactionInterval, backfillCommitInterval),
-		CleanGap: true,
-		BeforeCreate: func(ctx context.Context) error {
-			r.warnHeal(cause)
-			return backfill.RecordHealStart(ctx, conn, r.healSchema(), r.target.Slot, cause)
-		},
-	}
-	if r.cfg.Delivery.Exactly() {
-		entry.bt = r.newBackfillTxn()
-		cfg.Committed = entry.bt.committed
-	}
-	plan, err := backfill.Prepare(ctx, conn, cfg)
-	if err != nil {
-		return 0, err
-	}
-	defer plan.Close()
-	switch {
-	case plan.Created():
-	case plan.Due():
-		r.log.Info("resuming a heal of the slot cut short", slog.String("slot", r.target.Slot), slog.String("cause", string(cause)))
-	default:
-		r.log.Info("the slot was healed already (by another instance): streaming it", slog.String("slot", r.target.Slot))
-		return r.healed(ctx, conn)
-	}
-	r.live.backfilling.Store(true)
-	defer r.live.backfilling.Store(false)
-	var in backfill.Entry = entry
-	if entry.bt != nil {
-		in = committingEntry{entry}
-	}
-	if err := plan.Run(ctx, in); err != nil || ctx.Err() != nil {
-		return 0, err
-	}
-	return r.healed(ctx, conn)
-}
-
-// warnHeal is the heal's one warning, as it begins.
-func (r *Relay) warnHeal(cause slot.Loss) {
-	attrs := []any{slog.String("slot", r.target.Slot), slog.String("cause", string(cause)), slog.String("tables", r.cfg.TableNames())}
-	if p := r.cfg.Messages.Prefix; p != "" {
-		attrs = append(attrs, slog.String("messages_not_healed", p))
-	}
-	r.log.Warn("replication slot lost: healing from the outbox", attrs...)
-}
-
-// healed records the end of a heal (this instance's, or one cut short
-// whose end nobody recorded), reports it (healEnded) and returns the new
-// slot's position.
-func (r *Relay) healed(ctx context.Context, conn *pgx.Conn) (pglogrepl.LSN, error) {
-	states, err := backfill.ReadStates(ctx, conn, r.healSchema(), r.target.Slot)
-	if err != nil {
-		return 0, fmt.Errorf("read the heal of slot %q: %w", r.target.Slot, err)
-	}
-	var rows int64
-	for _, t := range r.cfg.Tables {
-		rows += states[t.Qualified()].Done
-	}
-	rec, ended, err := backfill.RecordHealEnd(ctx, conn, r.healSchema(), r.target.Slot, rows)
-	if err != nil {
-		return 0, err
-	}
-	r.healEnded(rec, ended)
-	return slot.Prepare(ctx, conn, r.target, false)
-}
-
-// healEnded counts and logs the heal rec when this instance's
-// RecordHealEnd ended it (ended), whichever instance ran it: a heal cut
-// short after publishing its rows (a SIGTERM, a crash before its end was
-// recorded) is ended, and reported, by the next start or another
-// instance; and each heal is reported once.
-func (r *Relay) healEnded(rec backfill.HealRecord, ended bool) {
-	if !ended || rec.Started == nil || rec.Finished == nil {
-		return
-	}
-	r.metrics.SlotHealed(slot.Loss(rec.Cause), rec.Rows, *rec.Finished)
-	r.log.Info("slot healed", slog.String("slot", r.target.Slot), slog.String("cause", rec.Cause), slog.Int64("rows", rec.Rows),
-		slog.Duration("took", rec.Finished.Sub(*rec.Started).Round(time.Millisecond)))
 }
 
 // slotGoneForHeal says a session that lost its stream should drain what

@@ -208,3 +208,37 @@ func TestSlotRecordedOnceItExists(t *testing.T) {
 		}
 	}
 }
+
+// TestHealFindsTheSlotMade: a heal decided on, that finds under the lock a
+// slot it did not create and nothing due, streams it as healed only when
+// the heal record says a heal ran since the decision (another instance
+// healed it) or was under way at it (this heal, cut short once its rows
+// were published). A slot made meanwhile by anything else (a relay with
+// --on-slot-lost fail, setup, an operator) is healed over, not streamed
+// as if nothing were lost.
+func TestHealFindsTheSlotMade(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	t1, t2 := t0.Add(time.Minute), t0.Add(2*time.Minute)
+	done := backfill.HealRecord{Heals: 1, Cause: "wal_removed", Started: &t0, Finished: &t1}
+	cutShort := backfill.HealRecord{Heals: 1, Cause: "dropped", Started: &t1, Finished: &t1}
+	cutShort.Finished = &t0 // before its start: unfinished
+	healedSince := backfill.HealRecord{Heals: 2, Cause: "missing", Started: &t1, Finished: &t2}
+	for _, c := range []struct {
+		name         string
+		created, due bool
+		before, now  backfill.HealRecord
+		want         healOutcome
+	}{
+		{"it created the slot", true, false, done, done, healFresh},
+		{"a heal cut short, tables due", false, true, cutShort, cutShort, healResume},
+		{"another instance healed it meanwhile", false, false, done, healedSince, healDone},
+		{"another instance healed it, first heal here", false, false, backfill.HealRecord{}, healedSince, healDone},
+		{"this heal, cut short after its rows", false, false, cutShort, cutShort, healDone},
+		{"a slot someone else made, no heal since", false, false, done, done, healOver},
+		{"a slot someone else made, never healed", false, false, backfill.HealRecord{}, backfill.HealRecord{}, healOver},
+	} {
+		if got := judgeHeal(c.created, c.due, c.before, c.now); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
