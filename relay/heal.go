@@ -44,8 +44,11 @@ import (
 // are cleaned after its commit), and rows a dead letter kept
 // (delete-after-publish keeps them; --mark-dead settles them). The count
 // of rows a heal published is logged and counted: at-least-once consumers
-// see at most that many duplicates. Logical decoding messages of the lost
-// range are in no table and are lost.
+// see no more duplicates than that from a heal that ran through; one cut
+// short and resumed also publishes again the rows it had published since
+// it last recorded its progress, which the count does not count twice.
+// Logical decoding messages of the lost range are in no table and are
+// lost.
 
 // heals says whether --on-slot-lost heal is set.
 func (r *Relay) heals() bool { return r.cfg.OnSlotLost == SlotLostHeal }
