@@ -37,6 +37,14 @@ type backfillTxn struct {
 	read  bool // base was read
 	key   string
 	sys   replication.System
+	// heal: the backfill is a heal (--on-slot-lost heal). Its slot is new,
+	// so the stream after it starts at the slot's consistent point, and
+	// what the lost slot's last checkpoint names (a position perhaps past
+	// a restored server's WAL end, or on a timeline since left) must no
+	// longer be resumed from: every record it commits names the new slot.
+	heal bool
+	// wrote: a commit wrote a record (seal has nothing to add).
+	wrote bool
 
 	// Of the publisher open.
 	client  *kafka.Client
@@ -110,7 +118,7 @@ func (bt *backfillTxn) readLast(ctx context.Context, client *kafka.Client) (*che
 	progress := rec.Backfill
 	bt.base, bt.found, bt.read = rec, found, true
 	bt.base.Backfill = nil
-	if !found {
+	if !found || bt.heal {
 		// The stream, after the backfill, starts where the slot is: the
 		// record says so (nothing confirms the slot during a backfill).
 		at, err := bt.slotPosition(ctx)
@@ -118,8 +126,11 @@ func (bt *backfillTxn) readLast(ctx context.Context, client *kafka.Client) (*che
 			return nil, err
 		}
 		sys := bt.sys
-		bt.base, progress = checkpoint.Record{Slot: bt.r.cfg.Slot.Name, Database: sys.Database, SystemID: sys.ID,
-			Timeline: sys.Timeline, CommitLSN: at, EndLSN: at}, nil
+		bt.base = checkpoint.Record{Slot: bt.r.cfg.Slot.Name, Database: sys.Database, SystemID: sys.ID,
+			Timeline: sys.Timeline, CommitLSN: at, EndLSN: at}
+		if !found {
+			progress = nil
+		}
 	}
 	bt.base.Host, _ = os.Hostname()
 	bt.base.PID = os.Getpid()
@@ -215,8 +226,40 @@ func (bt *backfillTxn) commit(ctx context.Context, progress backfill.Progress, a
 	if err := bt.txn.Commit(cctx); err != nil {
 		return fmt.Errorf("exactly-once backfill: commit the kafka transaction (%d rows of %s): %w", progress.Done, progress.Table, err)
 	}
-	bt.unsure, bt.pending = false, 0
+	bt.unsure, bt.pending, bt.wrote = false, 0, true
 	return bt.txn.Begin()
+}
+
+// seal commits, after a heal that committed no record (it published no
+// row), a checkpoint at the new slot's position in a transaction of its
+// own: the lost slot's last record, which the stream would resume from
+// otherwise, may name a position past a restored server's WAL end (the
+// relay would stop), or one the new slot reaches later (it would skip
+// what lies between).
+func (bt *backfillTxn) seal(ctx context.Context) error {
+	if bt.wrote {
+		return nil
+	}
+	if _, err := bt.open(ctx); err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, bt.r.cfg.Delivery.TransactionTimeout)
+	defer cancel()
+	bt.unsure = true
+	err := bt.ckpt.Write(cctx, bt.base)
+	if err == nil {
+		err = bt.txn.Commit(cctx)
+	}
+	if err != nil {
+		_ = bt.end(false) // left to the next InitProducerID
+		return fmt.Errorf("exactly-once heal: commit a checkpoint at the new slot's position %s: %w", bt.base.EndLSN, err)
+	}
+	bt.unsure, bt.wrote = false, true
+	bt.r.log.Info("exactly-once heal: checkpoint at the new slot", slog.String("slot", bt.r.cfg.Slot.Name), slog.String("lsn", bt.base.EndLSN.String()))
+	bt.txn = nil // committed: nothing for end to abort
+	closeIdle(bt.client)
+	bt.client, bt.ckpt = nil, nil
+	return nil
 }
 
 // end ends the producer of the publisher just closed: its open

@@ -34,6 +34,7 @@ func (r *Relay) heal(ctx context.Context, conn *pgx.Conn, cause slot.Loss, befor
 	}
 	if r.cfg.Delivery.Exactly() {
 		entry.bt = r.newBackfillTxn()
+		entry.bt.heal = true
 		cfg.Committed = entry.bt.committed
 	}
 	plan, err := backfill.Prepare(ctx, conn, cfg)
@@ -67,6 +68,11 @@ func (r *Relay) heal(ctx context.Context, conn *pgx.Conn, cause slot.Loss, befor
 	}
 	if err := plan.Run(ctx, in); err != nil || ctx.Err() != nil {
 		return 0, err
+	}
+	if entry.bt != nil {
+		if err := entry.bt.seal(ctx); err != nil {
+			return 0, err
+		}
 	}
 	return r.healed(ctx, conn)
 }

@@ -14,9 +14,9 @@ import (
 // 20 ms by default), and each time a handler blocked on a full in-flight
 // window is interrupted by that deadline (a broker away is waited for
 // without the loop stopping). So a loop that has not come round for
-// seconds is stuck: in a write to the server, which has no deadline (a
-// standby status update to a peer that stopped reading blocks until the
-// kernel gives up on the connection), or in a handler that does not
+// seconds is stuck: in a write to the server (a standby status update to
+// a peer that stopped reading blocks until ReceiveTimeout ends the
+// session), or in a handler that does not
 // return when its context ends. A watchdog reads this to decide whether
 // to tell the service manager that the process is alive.
 func (s *Stream) Alive() (time.Time, bool) { return s.alive.last() }

@@ -21,9 +21,9 @@ import (
 // middlebox, a full path): it stops reading what the relay writes, and
 // sends it keepalives that ask for a reply, as a walsender does. Each
 // reply is a standby status update the relay writes; once the socket
-// buffers between them are full, that write blocks, and a write on the
-// replication connection has no deadline: the receive loop is stuck in
-// it for good. Waiting for the relay's own status updates to fill the
+// buffers between them are full, that write blocks, and the receive loop
+// is stuck in it until --receive-timeout (30 s here) ends the session:
+// far longer than the watchdog interval the test sets. Waiting for the relay's own status updates to fill the
 // buffers would take hours (39 bytes each, megabytes of buffer); asking
 // for replies fills them in a second or two.
 //
