@@ -105,12 +105,11 @@ const lostWhere = `(s.wal_status = 'lost' OR s.confirmed_flush_lsn IS NULL OR to
 // DropLost drops slot if it is still invalidated, a logical pgoutput slot
 // of this database (never a standby's physical slot or another tool's
 // under the name), and no process holds it, in one statement, and reports
-// whether it did. Only a lost slot is
-// dropped: an instance that raced this one to heal has created a new slot
-// under the name, which is not lost, and is kept. A lost slot that a
-// process still holds (its walsender not yet ended) is ErrLostSlotHeld,
-// which the relay waits out as it waits for a slot another instance
-// streams.
+// whether it did. Only a lost slot is dropped: an instance that raced this
+// one to heal has created a new slot under the name, which is not lost,
+// and is kept. A lost slot that a process still holds (its walsender not
+// yet ended) is ErrLostSlotHeld, which the relay waits out as it waits for
+// a slot another instance streams.
 func DropLost(ctx context.Context, conn *pgx.Conn, slot string) (bool, error) {
 	// A top-level SELECT evaluates its list for each row WHERE keeps, so
 	// the drop runs exactly when the slot is lost and free.
