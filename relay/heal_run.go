@@ -28,7 +28,11 @@ func (r *Relay) heal(ctx context.Context, conn *pgx.Conn, cause slot.Loss, befor
 		Logger: r.log, Progress: r.metrics.Backfill, CommitInterval: max(r.cfg.Delivery.TransactionInterval, backfillCommitInterval),
 		CleanGap: true,
 		BeforeCreate: func(ctx context.Context) error {
-			r.warnHeal(cause)
+			if !before.Unfinished() {
+				// Once per heal: one retried (a lost slot still held)
+				// or resumed was announced when it began.
+				r.warnHeal(cause)
+			}
 			return backfill.RecordHealStart(ctx, conn, r.healSchema(), r.target.Slot, cause)
 		},
 	}
