@@ -73,8 +73,22 @@ func Plan(ctx context.Context, cfg relay.Config, role string, conn *pgx.Conn) (S
 	if heals && role != "" && len(cfg.Tables) > 0 {
 		stmts = append(stmts, backfill.HealSetupSQL(cfg.Tables[0].Schema, role)...)
 	}
+	if len(cfg.Tables) > 0 && slices.ContainsFunc(stmts, createsSlot) {
+		// Recorded as run records a slot it makes: a heal recognizes it
+		// missing later (a failover, a restore) rather than taking it for
+		// a first start.
+		if !heals || role == "" {
+			stmts = append(stmts, backfill.HealTableSQL(cfg.Tables[0].Schema)+";")
+		}
+		stmts = append(stmts, backfill.RecordSlotSQL(cfg.Tables[0].Schema, cfg.Slot.Name))
+	}
 	p.Statements = stmts
 	return p, nil
+}
+
+// createsSlot says whether stmt, of slot.SetupSQL's, creates the slot.
+func createsSlot(stmt string) bool {
+	return strings.HasPrefix(stmt, "SELECT pg_create_logical_replication_slot(")
 }
 
 // setupTopics are the topics setup creates when cfg creates missing

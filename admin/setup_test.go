@@ -44,6 +44,8 @@ func TestPlanForAFreshDatabase(t *testing.T) {
 		usage     = `GRANT USAGE ON SCHEMA "public" TO "relay";`
 		emit      = `GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) TO "relay";`
 	)
+	// setup records the slot it creates (TestSetupRecordsTheSlotItCreates).
+	healTable, recorded := backfill.HealTableSQL("public")+";", backfill.RecordSlotSQL("public", "outbox_cdc")
 	dlq := Topic{Name: "outbox.dlq"}
 	tests := []struct {
 		name   string
@@ -52,15 +54,15 @@ func TestPlanForAFreshDatabase(t *testing.T) {
 		want   []string
 		topics []Topic
 	}{
-		{name: "no role", cfg: config(nil), want: []string{pub, slot}},
-		{name: "no role, failover on", cfg: config(func(c *relay.Config) { c.Slot.Failover = "on" }), want: []string{pub, slot}},
+		{name: "no role", cfg: config(nil), want: []string{pub, slot, healTable, recorded}},
+		{name: "no role, failover on", cfg: config(func(c *relay.Config) { c.Slot.Failover = "on" }), want: []string{pub, slot, healTable, recorded}},
 		{name: "role, no cleanup: no privilege on the table", cfg: config(nil), role: "relay",
-			want: []string{pub, roleNote, alterRole, usage, emit, slot}},
+			want: []string{pub, roleNote, alterRole, usage, emit, slot, healTable, recorded}},
 		{name: "two schemas, mark", role: "relay",
 			cfg: config(func(c *relay.Config) { c.Cleanup = cleanup.Mark }, "public.outbox", "other.t2"),
 			want: []string{`CREATE PUBLICATION "outbox_cdc" FOR TABLE "public"."outbox", "other"."t2" WITH (publish = 'insert');`,
 				roleNote, alterRole, usage, `GRANT USAGE ON SCHEMA "other" TO "relay";`, emit,
-				`GRANT SELECT, UPDATE ON "public"."outbox", "other"."t2" TO "relay";`, slot}},
+				`GRANT SELECT, UPDATE ON "public"."outbox", "other"."t2" TO "relay";`, slot, healTable, recorded}},
 		{name: "backfill and delete: no slot, the progress table, topics", role: "relay",
 			cfg: config(func(c *relay.Config) {
 				c.Cleanup, c.Kafka.Brokers = cleanup.DeleteAfterPublish, []string{"127.0.0.1:1"}
@@ -69,14 +71,14 @@ func TestPlanForAFreshDatabase(t *testing.T) {
 			want:   append([]string{pub, roleNote, alterRole, usage, emit, `GRANT SELECT, DELETE ON "public"."outbox" TO "relay";`}, backfillTable...),
 			topics: []Topic{dlq, {Name: "fixed.topic"}}},
 		{name: "a row filter, rendered from its tokens", cfg: config(func(c *relay.Config) { c.Tables[0].Where = "target_broker = 'partner' -- the partner's" }),
-			want: []string{`CREATE PUBLICATION "outbox_cdc" FOR TABLE "public"."outbox" WHERE (target_broker = 'partner') WITH (publish = 'insert');`, slot}},
+			want: []string{`CREATE PUBLICATION "outbox_cdc" FOR TABLE "public"."outbox" WHERE (target_broker = 'partner') WITH (publish = 'insert');`, slot, healTable, recorded}},
 		{name: "backfill without a role: no progress table", cfg: config(func(c *relay.Config) { c.Tables[0].Backfill.Where = "true" }),
 			want: []string{pub}},
-		{name: "a template names no topic; no dead-letter topic", want: []string{pub, slot},
+		{name: "a template names no topic; no dead-letter topic", want: []string{pub, slot, healTable, recorded},
 			cfg: config(func(c *relay.Config) {
 				c.Kafka.Brokers, c.Topics.OnInvalid, c.Tables[0].Route.Topic = []string{"127.0.0.1:1"}, relay.OnInvalidFail, "a.{aggregate_type}"
 			})},
-		{name: "topic specs", want: []string{pub, slot},
+		{name: "topic specs", want: []string{pub, slot, healTable, recorded},
 			cfg: config(func(c *relay.Config) {
 				c.Kafka.Brokers = []string{"127.0.0.1:1"}
 				c.Defaults.Route.Spec = sink.TopicSpec{Partitions: 3, ReplicationFactor: 2, Configs: map[string]string{"retention.ms": "1000"}}
@@ -84,11 +86,11 @@ func TestPlanForAFreshDatabase(t *testing.T) {
 			}),
 			topics: []Topic{{"outbox.dlq", sink.TopicSpec{Partitions: 3, ReplicationFactor: 2, Configs: map[string]string{"retention.ms": "1000"}}},
 				{"fixed", sink.TopicSpec{Partitions: 6}}}},
-		{name: "topics not created", want: []string{pub, slot},
+		{name: "topics not created", want: []string{pub, slot, healTable, recorded},
 			cfg: config(func(c *relay.Config) {
 				c.Kafka.Brokers, c.Topics.Create, c.Tables[0].Route.Topic = []string{"127.0.0.1:1"}, false, "fixed"
 			})},
-		{name: "no brokers: no topics", want: []string{pub, slot}, cfg: config(func(c *relay.Config) { c.Tables[0].Route.Topic = "fixed" })},
+		{name: "no brokers: no topics", want: []string{pub, slot, healTable, recorded}, cfg: config(func(c *relay.Config) { c.Tables[0].Route.Topic = "fixed" })},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -148,5 +150,45 @@ func TestApplyWithoutStatements(t *testing.T) {
 	_, err = Apply(context.Background(), config(nil), SetupPlan{Statements: []string{"SELECT 1;"}}, nil)
 	if err == nil || !strings.Contains(err.Error(), "--postgres-url") {
 		t.Errorf("Apply without a connection: %v", err)
+	}
+}
+
+// TestSetupRecordsTheSlotItCreates: a slot setup creates is recorded as
+// known here (backfill.HealTable), right after it, as run records its own:
+// a heal then recognizes it missing later (a failover, a restore) instead
+// of taking it for a first start. A slot setup leaves to run (a backfill)
+// is run's to record.
+func TestSetupRecordsTheSlotItCreates(t *testing.T) {
+	record := `INSERT INTO "public"."outbox_cdc_heal" (slot) VALUES ('outbox_cdc') ON CONFLICT (slot) DO NOTHING;`
+	for _, tt := range []struct {
+		name    string
+		cfg     relay.Config
+		role    string
+		records bool
+	}{
+		{"the slot created, no role", config(nil), "", true},
+		{"the slot created, a role, heal", config(func(c *relay.Config) {
+			c.Cleanup, c.OnSlotLost = cleanup.DeleteAfterPublish, relay.SlotLostHeal
+		}), "relay", true},
+		{"the slot left to run's backfill", config(func(c *relay.Config) { c.Tables[0].Backfill.Where = "true" }), "relay", false},
+		{"messages only: no table to record in", config(func(c *relay.Config) { c.Tables = nil }), "", false},
+	} {
+		p, err := Plan(context.Background(), tt.cfg, tt.role, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		creates := slices.IndexFunc(p.Statements, func(s string) bool { return strings.HasPrefix(s, "SELECT pg_create_logical_replication_slot(") })
+		at := slices.Index(p.Statements, record)
+		switch {
+		case tt.records && (at < 0 || creates < 0 || at < creates):
+			t.Errorf("%s: the slot is not recorded after it is created:\n%s", tt.name, strings.Join(p.Statements, "\n"))
+		case !tt.records && at >= 0:
+			t.Errorf("%s: a slot setup does not create is recorded:\n%s", tt.name, strings.Join(p.Statements, "\n"))
+		}
+		if tt.records && slices.IndexFunc(p.Statements, func(s string) bool {
+			return strings.Contains(s, "CREATE TABLE IF NOT EXISTS \"public\".\"outbox_cdc_heal\"")
+		}) < 0 {
+			t.Errorf("%s: the heal table is not created before the record:\n%s", tt.name, strings.Join(p.Statements, "\n"))
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -12,8 +13,8 @@ import (
 	"github.com/outbox-cdc/outbox-cdc/slot"
 )
 
-// HealTable is the table, beside ProgressTable, where a relay with
-// --on-slot-lost heal records that its slot exists here (so that a slot
+// HealTable is the table, beside ProgressTable, where a relay (with either
+// --on-slot-lost) and setup record that the slot exists here (so that a slot
 // found missing later is told from a first start: the table survives a
 // base backup and a failover, the slot does not) and its last heal, which
 // outbox-cdc status shows. A row per slot.
@@ -77,6 +78,13 @@ func RecordSlot(ctx context.Context, conn *pgx.Conn, schema, slotName string) er
 	return err
 }
 
+// RecordSlotSQL is RecordSlot as a statement, for setup, which creates the
+// slot: the heal table must exist (HealTableSQL).
+func RecordSlotSQL(schema, slotName string) string {
+	return fmt.Sprintf(`INSERT INTO %s (slot) VALUES ('%s') ON CONFLICT (slot) DO NOTHING;`,
+		pgx.Identifier{schema, HealTable}.Sanitize(), strings.ReplaceAll(slotName, "'", "''"))
+}
+
 // RecordHealStart records that a heal of slot for cause begins.
 func RecordHealStart(ctx context.Context, conn *pgx.Conn, schema, slotName string, cause slot.Loss) error {
 	_, err := writeHeal(ctx, conn, schema, `INSERT INTO %s AS h (slot, cause, started_at, rows) VALUES ($1, $2, clock_timestamp(), 0)
@@ -85,37 +93,70 @@ func RecordHealStart(ctx context.Context, conn *pgx.Conn, schema, slotName strin
 }
 
 // RecordHealEnd records that slot's heal ended, having published rows,
-// and reports whether this call ended it: once per heal, however many
-// instances saw it end.
-func RecordHealEnd(ctx context.Context, conn *pgx.Conn, schema, slotName string, rows int64) (bool, error) {
-	n, err := writeHeal(ctx, conn, schema, `UPDATE %s SET finished_at = clock_timestamp(), rows = $2, heals = heals + 1
-		WHERE slot = $1 AND started_at IS NOT NULL AND (finished_at IS NULL OR finished_at < started_at)`, slotName, rows)
-	return n > 0, err
+// and reports whether this call ended it (once per heal, however many
+// instances saw it end) and, when it did, the heal as recorded: its cause
+// and start as its instance recorded them, its end and rows.
+func RecordHealEnd(ctx context.Context, conn *pgx.Conn, schema, slotName string, rows int64) (HealRecord, bool, error) {
+	name, err := ensureHealTable(ctx, conn, schema)
+	if err != nil {
+		return HealRecord{}, false, err
+	}
+	h := HealRecord{Slot: slotName}
+	var cause *string
+	err = conn.QueryRow(ctx, `UPDATE `+name+` SET finished_at = clock_timestamp(), rows = $2, heals = heals + 1
+		WHERE slot = $1 AND started_at IS NOT NULL AND (finished_at IS NULL OR finished_at < started_at)
+		RETURNING known_since, heals, cause, started_at, finished_at, rows`, slotName, rows).
+		Scan(&h.KnownSince, &h.Heals, &cause, &h.Started, &h.Finished, &h.Rows)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return HealRecord{}, false, nil
+	}
+	if err != nil {
+		return HealRecord{}, false, healWriteError(name, err)
+	}
+	if cause != nil {
+		h.Cause = *cause
+	}
+	return h, true, nil
 }
 
 // writeHeal runs stmt (its %s the table) on the heal table in schema,
 // creating the table when missing, and returns the rows it wrote.
 func writeHeal(ctx context.Context, conn *pgx.Conn, schema, stmt string, args ...any) (int64, error) {
+	name, err := ensureHealTable(ctx, conn, schema)
+	if err != nil {
+		return 0, err
+	}
+	tag, err := conn.Exec(ctx, fmt.Sprintf(stmt, name), args...)
+	if err != nil {
+		return 0, healWriteError(name, err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// ensureHealTable creates the heal table in schema when missing, and
+// returns its quoted name.
+func ensureHealTable(ctx context.Context, conn *pgx.Conn, schema string) (string, error) {
 	name := pgx.Identifier{schema, HealTable}.Sanitize()
 	var exists bool
 	if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, name).Scan(&exists); err != nil {
-		return 0, fmt.Errorf("look for %s: %w", name, err)
+		return name, fmt.Errorf("look for %s: %w", name, err)
 	}
-	var err error
-	if !exists {
-		_, err = conn.Exec(ctx, HealTableSQL(schema))
+	if exists {
+		return name, nil
 	}
-	var tag pgconn.CommandTag
-	if err == nil {
-		tag, err = conn.Exec(ctx, fmt.Sprintf(stmt, name), args...)
+	if _, err := conn.Exec(ctx, HealTableSQL(schema)); err != nil {
+		return name, healWriteError(name, err)
 	}
+	return name, nil
+}
+
+// healWriteError is err, writing the heal table name; a role that may not
+// is told what to run (slot.ErrNotReady).
+func healWriteError(name string, err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "42501" {
-		return 0, fmt.Errorf("%w: the role may not create or write %s, where --on-slot-lost heal records its slot and heals; "+
+		return fmt.Errorf("%w: the role may not create or write %s, where --on-slot-lost heal records its slot and heals; "+
 			"run outbox-cdc setup --on-slot-lost heal --role … as the tables' owner", slot.ErrNotReady, name)
 	}
-	if err != nil {
-		return 0, fmt.Errorf("record in %s: %w", name, err)
-	}
-	return tag.RowsAffected(), nil
+	return fmt.Errorf("record in %s: %w", name, err)
 }

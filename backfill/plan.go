@@ -54,18 +54,19 @@ type Config struct {
 	// CommitInterval is how often a Committer entry commits.
 	CommitInterval time.Duration
 	// Heal makes the backfill a heal of a lost slot (--on-slot-lost heal):
-	// under the lock, before the slot is looked at, a slot that is still
-	// invalidated is dropped (slot.DropLost; one a racing instance has
-	// created anew is kept), so that a missing slot is created exporting
-	// its snapshot, every table recorded pending again over what the lost
-	// slot's backfills left (their done rows would otherwise say there is
-	// nothing to do). On a slot that exists, a heal cut short resumes and
-	// one another instance finished is done, as any backfill.
+	// under the lock, a slot that is still invalidated is dropped
+	// (slot.DropLost; one a racing instance has created anew is kept) and
+	// created anew exporting its snapshot, every table recorded pending
+	// again over what the lost slot's backfills left (their done rows
+	// would otherwise say there is nothing to do). The orders are chosen
+	// and the heal recorded (BeforeCreate) before the drop (slotSteps). On
+	// a slot that exists, a heal cut short resumes and one another
+	// instance finished is done, as any backfill.
 	Heal bool
 	// BeforeCreate, when set, is called under the lock once the tables are
-	// recorded pending and before the slot is created: the heal records
-	// and announces itself there, so that only the instance that heals
-	// does, once.
+	// recorded pending and before the slot is created (and before a lost
+	// one is dropped): the heal records and announces itself there, so
+	// that only the instance that heals does, once.
 	BeforeCreate func(context.Context) error
 	// CleanGap: the entry's commits clean the rows they hold (--cleanup),
 	// so a resume past rows committed and not recorded cleans them
@@ -137,6 +138,24 @@ func (p *Plan) Close() {
 	p.store.Close()
 }
 
+// Check refuses, as Prepare would, a backfill that could not run on the
+// server conn reaches (a predicate, an order or a table that does not
+// fit: slot.ErrNotReady), without locking, recording or creating
+// anything: a relay that may heal checks its heal at start, before any
+// slot is lost and dropped.
+func Check(ctx context.Context, conn *pgx.Conn, cfg Config) error {
+	jobs, err := checkJobs(ctx, conn, cfg)
+	if err != nil {
+		return err
+	}
+	for _, j := range jobs {
+		if _, err := ChooseOrder(ctx, conn, j.table, j.order); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // checkJobs checks each table's predicate and order.
 func checkJobs(ctx context.Context, conn *pgx.Conn, cfg Config) ([]job, error) {
 	var jobs []job
@@ -176,50 +195,21 @@ func (p *Plan) decide(ctx context.Context, conn *pgx.Conn, jobs []job) error {
 	if err := unfinishedElsewhere(ctx, conn, p.cfg.Target.Slot, jobs, states); err != nil {
 		return err
 	}
-	if p.cfg.Heal {
-		if err := p.dropLost(ctx, conn); err != nil {
-			return err
-		}
-	}
-	exists, err := slot.SlotExists(ctx, conn, p.cfg.Target.Slot)
+	loss, err := slot.SlotLoss(ctx, conn, p.cfg.Target.Slot)
 	if err != nil {
 		return err
 	}
-	if !exists || p.cfg.Force {
-		// The order is chosen before a slot pins WAL: a table whose order
-		// cannot follow commit order is refused here.
-		for i := range jobs {
-			if jobs[i].order, err = ChooseOrder(ctx, conn, jobs[i].table, jobs[i].order); err != nil {
-				return err
-			}
-		}
-	}
-	if !exists {
-		return p.createSlot(ctx, conn, jobs)
-	}
-	for _, j := range jobs {
-		if err := p.onExisting(ctx, conn, j, states); err != nil {
+	for _, st := range slotSteps(loss, p.cfg.Heal, p.cfg.Force) {
+		if err := p.do(ctx, conn, st, jobs, states); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// createSlot records every table pending, creates the slot exporting its
-// snapshot, and makes every table due from the slot's consistent point.
+// createSlot creates the slot exporting its snapshot, and makes every
+// table due from the slot's consistent point.
 func (p *Plan) createSlot(ctx context.Context, conn *pgx.Conn, jobs []job) error {
-	// Recorded before the slot exists: a crash from here on finds the
-	// backfill unfinished, and finishes it.
-	for _, j := range jobs {
-		if err := p.store.Save(ctx, State{Table: j.table.Qualified(), Phase: PhasePending}); err != nil {
-			return err
-		}
-	}
-	if p.cfg.BeforeCreate != nil {
-		if err := p.cfg.BeforeCreate(ctx); err != nil {
-			return err
-		}
-	}
 	failover, err := slot.WantFailover(ctx, conn, p.cfg.Target)
 	if err != nil {
 		return err

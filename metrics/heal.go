@@ -25,7 +25,7 @@ func newHealMetrics() healMetrics {
 			Help: "Heals of a lost replication slot (--on-slot-lost heal) by cause: wal_removed, idle_timeout, invalidated (another invalidation), dropped (while streaming), missing (absent at start: a failover without slot sync, a restore, a drop while stopped)."},
 			[]string{"cause"}),
 		rows: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "slot_heal_rows_total",
-			Help: "Outbox rows heals published again from the new slot's snapshot: at-least-once consumers see at most this many duplicates."}),
+			Help: "Outbox rows heals published again from the new slot's snapshot: a heal that ran through gives at-least-once consumers no more duplicates than this (one cut short and resumed may give more)."}),
 		last: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "slot_last_heal_timestamp_seconds",
 			Help: "When the last heal of a lost slot by this process ended (unix time); 0 before any."}),
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -45,8 +44,11 @@ import (
 // are cleaned after its commit), and rows a dead letter kept
 // (delete-after-publish keeps them; --mark-dead settles them). The count
 // of rows a heal published is logged and counted: at-least-once consumers
-// see at most that many duplicates. Logical decoding messages of the lost
-// range are in no table and are lost.
+// see no more duplicates than that from a heal that ran through; one cut
+// short and resumed also publishes again the rows it had published since
+// it last recorded its progress, which the count does not count twice.
+// Logical decoding messages of the lost range are in no table and are
+// lost.
 
 // heals says whether --on-slot-lost heal is set.
 func (r *Relay) heals() bool { return r.cfg.OnSlotLost == SlotLostHeal }
@@ -109,9 +111,20 @@ func healSpecs(cfg Config) ([]backfill.Spec, error) {
 func (r *Relay) prepareHealing(ctx context.Context, afterSession bool, usual func(context.Context) (pglogrepl.LSN, error)) (pglogrepl.LSN, error) {
 	start, err := r.healOrPrepare(ctx, afterSession, usual)
 	if errors.Is(err, slot.ErrSlotInvalidated) {
-		return r.healOrPrepare(ctx, true, usual)
+		start, err = r.healOrPrepare(ctx, true, usual)
 	}
-	return start, err
+	return start, heldAsActive(err)
+}
+
+// heldAsActive makes a lost slot that a process still holds
+// (slot.ErrLostSlotHeld: its walsender has not ended) a slot in use
+// (replication.ErrSlotActive), which the relay stands by for, at start as
+// after a session, and heals once it is let go.
+func heldAsActive(err error) error {
+	if errors.Is(err, slot.ErrLostSlotHeld) && !errors.Is(err, replication.ErrSlotActive) {
+		return fmt.Errorf("%w: %w", replication.ErrSlotActive, err)
+	}
+	return err
 }
 
 // healOrPrepare is one try of prepareHealing.
@@ -124,136 +137,82 @@ func (r *Relay) healOrPrepare(ctx context.Context, afterSession bool, usual func
 	if err := slot.PrepareTables(ctx, conn, r.target); err != nil {
 		return 0, err
 	}
+	if !afterSession {
+		if err := r.checkHeal(ctx, conn); err != nil {
+			return 0, err
+		}
+	}
 	f, err := r.readHealFacts(ctx, conn, afterSession)
 	if err != nil {
 		return 0, err
 	}
 	cause, record := decideHeal(f)
-	if record {
-		// Before the slot is created: a crash after it finds the slot
-		// known, and heals rather than starting afresh.
-		if err := backfill.RecordSlot(ctx, conn, r.healSchema(), r.target.Slot); err != nil {
-			return 0, err
-		}
+	return preparation{
+		usual: func(ctx context.Context) (pglogrepl.LSN, error) {
+			conn.Close(context.Background())
+			return usual(ctx)
+		},
+		heal: func(ctx context.Context, cause slot.Loss) (pglogrepl.LSN, error) {
+			return r.heal(ctx, conn, cause, f.record)
+		},
+		record: r.recordSlot,
+	}.follow(ctx, cause, record)
+}
+
+// preparation is what a heal decision acts through: the usual
+// preparation, the heal, and the record that the slot exists here.
+type preparation struct {
+	usual  func(context.Context) (pglogrepl.LSN, error)
+	heal   func(context.Context, slot.Loss) (pglogrepl.LSN, error)
+	record func(context.Context) error
+}
+
+// follow acts on decideHeal's answer: cause, and whether to record the
+// slot as known here. The record follows the slot: made before it, a
+// creation that failed would turn the next start into a heal of every
+// row in the outbox. A crash between the creation and the record leaves
+// a slot that exists and is not recorded, which the next start records.
+func (p preparation) follow(ctx context.Context, cause slot.Loss, record bool) (pglogrepl.LSN, error) {
+	if cause != slot.LossNone {
+		return p.heal(ctx, cause)
 	}
-	if cause == slot.LossNone {
-		conn.Close(context.Background())
-		return usual(ctx)
+	start, err := p.usual(ctx)
+	if err != nil || !record {
+		return start, err
 	}
-	return r.heal(ctx, conn, cause)
+	return start, p.record(ctx)
+}
+
+// checkHeal refuses at start a heal that could not run (a --where, a
+// --backfill-order that cannot follow commit order), before any slot is
+// lost: refused only once the lost slot was dropped, it would leave a
+// missing slot and nothing done.
+func (r *Relay) checkHeal(ctx context.Context, conn *pgx.Conn) error {
+	specs, err := healSpecs(r.cfg)
+	if err != nil {
+		return err
+	}
+	if err := backfill.Check(ctx, conn, backfill.Config{URL: r.cfg.PostgresURL, Target: r.target, Specs: specs}); err != nil {
+		return fmt.Errorf("--on-slot-lost heal could not heal a lost slot of this outbox: %w", err)
+	}
+	return nil
 }
 
 // healSchema is where the heal table is: the progress table's schema.
 func (r *Relay) healSchema() string { return r.target.Tables[0].Schema }
 
 // readHealFacts reads the slot's state and what this database recorded of
-// it.
+// it (readSlotFacts), and whether the server moved.
 func (r *Relay) readHealFacts(ctx context.Context, conn *pgx.Conn, afterSession bool) (healFacts, error) {
-	f := healFacts{afterSession: afterSession}
-	var err error
-	if f.loss, err = slot.SlotLoss(ctx, conn, r.target.Slot); err != nil {
-		return f, err
-	}
-	if f.record, f.known, err = backfill.ReadHeal(ctx, conn, r.healSchema(), r.target.Slot); err != nil {
-		return f, err
-	}
-	states, err := backfill.ReadStates(ctx, conn, r.healSchema(), r.target.Slot)
+	f, err := r.readSlotFacts(ctx, conn)
 	if err != nil {
-		return f, fmt.Errorf("read the backfills of slot %q: %w", r.target.Slot, err)
+		return f, err
 	}
-	f.backfilled = len(states) > 0
+	f.afterSession = afterSession
 	if f.loss == slot.LossMissing || r.served == nil {
 		f.moved, err = r.serverMoved(ctx)
 	}
 	return f, err
-}
-
-// heal runs the heal of cause on conn's server, under the backfill's lock,
-// and returns where streaming starts: the new slot's consistent point.
-func (r *Relay) heal(ctx context.Context, conn *pgx.Conn, cause slot.Loss) (pglogrepl.LSN, error) {
-	specs, err := healSpecs(r.cfg)
-	if err != nil {
-		return 0, err
-	}
-	began := time.Now()
-	entry := newBackfillEntry(r)
-	cfg := backfill.Config{
-		URL: r.cfg.PostgresURL, Target: r.target, Specs: specs, Heal: true,
-		ConfirmInterval: r.cfg.Stream.ConfirmInterval, DrainTimeout: r.cfg.Stream.DrainTimeout,
-		Logger: r.log, Progress: r.metrics.Backfill, CommitInterval: max(r.cfg.Delivery.TransactionInterval, backfillCommitInterval),
-		CleanGap: true,
-		BeforeCreate: func(ctx context.Context) error {
-			began = time.Now()
-			r.warnHeal(cause)
-			return backfill.RecordHealStart(ctx, conn, r.healSchema(), r.target.Slot, cause)
-		},
-	}
-	if r.cfg.Delivery.Exactly() {
-		entry.bt = r.newBackfillTxn()
-		entry.bt.heal = true
-		cfg.Committed = entry.bt.committed
-	}
-	plan, err := backfill.Prepare(ctx, conn, cfg)
-	if err != nil {
-		return 0, err
-	}
-	defer plan.Close()
-	switch {
-	case plan.Created():
-	case plan.Due():
-		r.log.Info("resuming a heal of the slot cut short", slog.String("slot", r.target.Slot), slog.String("cause", string(cause)))
-	default:
-		r.log.Info("the slot was healed already (by another instance): streaming it", slog.String("slot", r.target.Slot))
-		return r.healed(ctx, conn, cause, began, false)
-	}
-	r.live.backfilling.Store(true)
-	defer r.live.backfilling.Store(false)
-	var in backfill.Entry = entry
-	if entry.bt != nil {
-		in = committingEntry{entry}
-	}
-	if err := plan.Run(ctx, in); err != nil || ctx.Err() != nil {
-		return 0, err
-	}
-	if entry.bt != nil {
-		if err := entry.bt.seal(ctx); err != nil {
-			return 0, err
-		}
-	}
-	return r.healed(ctx, conn, cause, began, true)
-}
-
-// warnHeal is the heal's one warning, as it begins.
-func (r *Relay) warnHeal(cause slot.Loss) {
-	attrs := []any{slog.String("slot", r.target.Slot), slog.String("cause", string(cause)), slog.String("tables", r.cfg.TableNames())}
-	if p := r.cfg.Messages.Prefix; p != "" {
-		attrs = append(attrs, slog.String("messages_not_healed", p))
-	}
-	r.log.Warn("replication slot lost: healing from the outbox", attrs...)
-}
-
-// healed records the end of a heal (ours: counted and logged; another
-// instance's left unrecorded: recorded once, not counted here) and returns
-// the new slot's position.
-func (r *Relay) healed(ctx context.Context, conn *pgx.Conn, cause slot.Loss, began time.Time, ours bool) (pglogrepl.LSN, error) {
-	states, err := backfill.ReadStates(ctx, conn, r.healSchema(), r.target.Slot)
-	if err != nil {
-		return 0, fmt.Errorf("read the heal of slot %q: %w", r.target.Slot, err)
-	}
-	var rows int64
-	for _, t := range r.cfg.Tables {
-		rows += states[t.Qualified()].Done
-	}
-	ended, err := backfill.RecordHealEnd(ctx, conn, r.healSchema(), r.target.Slot, rows)
-	if err != nil {
-		return 0, err
-	}
-	if ours && ended {
-		r.metrics.SlotHealed(cause, rows, time.Now())
-		r.log.Info("slot healed", slog.String("slot", r.target.Slot), slog.String("cause", string(cause)), slog.Int64("rows", rows),
-			slog.Duration("took", time.Since(began).Round(time.Millisecond)))
-	}
-	return slot.Prepare(ctx, conn, r.target, false)
 }
 
 // slotGoneForHeal says a session that lost its stream should drain what
@@ -282,17 +241,29 @@ func (r *Relay) slotGoneForHeal(x *exactly) bool {
 // slotGoneTimeout bounds slotGoneForHeal's question.
 const slotGoneTimeout = 5 * time.Second
 
-// serverMoved reports whether the server is no longer the one the first
-// heal decision found: another system identifier, or another timeline (a
-// promotion). The first call records the server and reports false.
+// serverMoved reports whether the server is no longer the one the last
+// heal decision found (see movedFrom), and records the server found.
 func (r *Relay) serverMoved(ctx context.Context) (bool, error) {
 	sys, err := replication.Identify(ctx, r.cfg.PostgresURL)
 	if err != nil {
 		return false, fmt.Errorf("identify the server: %w", err)
 	}
-	if r.served == nil {
-		r.served = &sys
-		return false, nil
+	moved, served := movedFrom(r.served, sys)
+	r.served = served
+	return moved, nil
+}
+
+// movedFrom says whether sys is not the server served (another system
+// identifier, or another timeline: a promotion), and returns the server
+// to compare the next decision with: sys, once found, so that a failover
+// is one move and a later drop on the new server is a drop. The first call
+// (served nil) records sys and reports false.
+func movedFrom(served *replication.System, sys replication.System) (bool, *replication.System) {
+	if served == nil {
+		return false, &sys
 	}
-	return sys.ID != r.served.ID || sys.Timeline != r.served.Timeline, nil
+	if sys.ID != served.ID || sys.Timeline != served.Timeline {
+		return true, &sys
+	}
+	return false, served
 }

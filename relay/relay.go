@@ -44,7 +44,7 @@ type Relay struct {
 	// openExactly (sessions run one at a time): a range is counted once,
 	// however many sessions find the old timeline's checkpoint the newest.
 	ghosts checkpoint.Ghosts
-	// served is the server the first heal decision found (system
+	// served is the server the last heal decision found (system
 	// identifier and timeline), with --on-slot-lost heal: a slot missing
 	// after a session on a server that is no longer that one went with a
 	// failover or a restore (slot.LossMissing), not a drop. Written and

@@ -196,6 +196,7 @@ func waitConfirmed(ctx context.Context, t *testing.T, slot string, want pglogrep
 // is not ready before Run nor after it, and returns nil once its context
 // ends, with everything acknowledged confirmed.
 func TestEmbedded(t *testing.T) {
+	needServers(t)
 	ctx := context.Background()
 	name := fmt.Sprintf("embedded_%d", time.Now().UnixNano()%1e9)
 	if err := testkit.CreateTable(ctx, pgURL, name, testkit.DefaultColumns); err != nil {
@@ -279,6 +280,7 @@ func counterVec(t *testing.T, reg *prometheus.Registry, name string) prometheus.
 // request with NOT_ENOUGH_REPLICAS keeps the slot where it was; once it
 // accepts again, every event arrives and the slot moves past them.
 func TestBrokerRefusesProduce(t *testing.T) {
+	needServers(t)
 	ctx := context.Background()
 	name := fmt.Sprintf("refused_%d", time.Now().UnixNano()%1e9)
 	if err := testkit.CreateTable(ctx, pgURL, name, testkit.DefaultColumns); err != nil {

@@ -32,15 +32,17 @@ const maxUnclassified = 10
 // a broker away) is retried with backoff for as long as it lasts; a
 // permanent one is returned; one nobody classified is retried too, but
 // logged as an error with its type, and returned once maxUnclassified of
-// them come in a row without a session that began streaming.
-func (r *Relay) reconnect(ctx context.Context, start pglogrepl.LSN) error {
+// them come in a row without a session that began streaming. prepared is
+// the first session's preparation failure (a slot in use, at start) or
+// nil.
+func (r *Relay) reconnect(ctx context.Context, start pglogrepl.LSN, prepared error) error {
 	log := r.log
 	var (
 		standby      bool         // another process streams the slot; we wait for it to let go
 		fenced       bool         // standing by since a fence, logged once
 		unclassified retry.Streak // failures in a row that nobody classified
 		timeouts     txnTimeouts  // exactly-once: the last transaction the broker aborted by its timeout
-		err          error        // prepare's failure, which stands for the session it prevents
+		err          = prepared   // prepare's failure, which stands for the session it prevents
 	)
 	for attempt := 0; ; attempt++ {
 		began := false

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outbox-cdc/outbox-cdc/cleanup"
+	"github.com/outbox-cdc/outbox-cdc/replication"
 	"github.com/outbox-cdc/outbox-cdc/sink"
 	"github.com/outbox-cdc/outbox-cdc/slot"
 )
@@ -79,14 +80,21 @@ func (r *Relay) run(ctx context.Context) error {
 		}
 		start, err = r.prepareHealing(ctx, false, usual)
 	} else {
-		start, err = usual(ctx)
+		start, err = r.prepareFailing(ctx, usual)
 	}
-	if err != nil || ctx.Err() != nil {
+	if fatalAtStart(err) || ctx.Err() != nil {
 		return err
 	}
-	r.warnSlot(ctx)
-	return r.reconnect(ctx, start)
+	if err == nil {
+		r.warnSlot(ctx)
+	}
+	return r.reconnect(ctx, start, err)
 }
+
+// fatalAtStart says whether err, preparing the first session, ends the
+// relay: any failure but a slot in use (a lost slot a heal waits for its
+// holder to let go of), which the retry loop stands by for.
+func fatalAtStart(err error) bool { return err != nil && !errors.Is(err, replication.ErrSlotActive) }
 
 // warnSlot logs, once at start, what an operator should know of the slot
 // (failover: see slot.SlotWarnings).

@@ -16,6 +16,7 @@ import (
 // streams the slot never streamed, so it has confirmed nothing and says
 // nothing of the kind; the instance that streamed logs its final position.
 func TestStandbyConfirmsNothing(t *testing.T) {
+	needServers(t)
 	ctx := context.Background()
 	name := fmt.Sprintf("standbylog_%d", time.Now().UnixNano()%1e9)
 	if err := testkit.CreateTable(ctx, pgURL, name, testkit.DefaultColumns); err != nil {

@@ -14,6 +14,10 @@ var (
 	ErrSlotInvalidated = permanent("replication slot invalidated")
 	// ErrNoSlot is a slot that does not exist (see ReadSlotState).
 	ErrNoSlot = errors.New("replication slot does not exist")
+	// ErrLostSlotHeld is a lost slot that a heal would drop and a process
+	// still holds (its walsender not yet ended): the relay waits for it as
+	// for a slot another instance streams.
+	ErrLostSlotHeld = transient("lost replication slot still held by a process")
 )
 
 // permanentError is a sentinel that a person must act on (a grant, a flag,
@@ -28,3 +32,14 @@ func (e *permanentError) Error() string { return e.msg }
 
 // Retriable is false: retrying finds the server in the same shape.
 func (e *permanentError) Retriable() bool { return false }
+
+// transientError is a sentinel that a later try may not meet: it tells the
+// relay's retry loop to try again.
+type transientError struct{ msg string }
+
+func transient(msg string) error { return &transientError{msg} }
+
+func (e *transientError) Error() string { return e.msg }
+
+// Retriable is true: the process holding the slot ends.
+func (e *transientError) Retriable() bool { return true }

@@ -41,14 +41,22 @@ type lossRow struct {
 	walStatus, reason string
 	conflicting       bool
 	noConfirmed       bool // confirmed_flush_lsn is NULL
+	// foreign: not a logical pgoutput slot of this database (a standby's
+	// physical slot, another tool's, another database's).
+	foreign bool
 }
 
 // loss classifies r. invalidation_reason, where the version has it, names
 // the cause; before 17 a lost wal_status can only be wal_removed, and 16's
 // conflicting is a standby's recovery conflict. A slot without a confirmed
-// position cannot be streamed from either.
+// position cannot be streamed from either. A slot that is not the relay's
+// kind (a standby's physical slot has no confirmed position) is no loss:
+// ensureSlot refuses it and says to choose another --slot, and a heal
+// never drops it.
 func (r lossRow) loss() Loss {
 	switch {
+	case r.foreign:
+		return LossNone
 	case r.reason == string(LossWALRemoved):
 		return LossWALRemoved
 	case r.reason == string(LossIdleTimeout):
@@ -66,14 +74,20 @@ func (r lossRow) loss() Loss {
 // lossColumns reads lossRow's columns on every supported version:
 // to_jsonb names a column a version lacks as NULL rather than failing.
 const lossColumns = `coalesce(s.wal_status, ''), coalesce(to_jsonb(s) ->> 'invalidation_reason', ''),
-	coalesce((to_jsonb(s) ->> 'conflicting')::bool, false), s.confirmed_flush_lsn IS NULL`
+	coalesce((to_jsonb(s) ->> 'conflicting')::bool, false), s.confirmed_flush_lsn IS NULL, NOT (` + oursWhere + `)`
+
+// oursWhere is the condition of pg_replication_slots s that the slot is
+// one the relay could have made: logical, pgoutput, in this database.
+const oursWhere = `s.slot_type = 'logical' AND s.plugin IS NOT DISTINCT FROM 'pgoutput' AND s.database IS NOT DISTINCT FROM current_database()`
 
 // SlotLoss says whether slot can stream: LossNone; LossMissing when it
-// does not exist; otherwise the invalidation's cause.
+// does not exist; otherwise the invalidation's cause. A slot of another
+// kind or database under the name is LossNone, left to ensureSlot's
+// refusal.
 func SlotLoss(ctx context.Context, conn *pgx.Conn, slot string) (Loss, error) {
 	var r lossRow
 	err := conn.QueryRow(ctx, `SELECT `+lossColumns+` FROM pg_replication_slots s WHERE s.slot_name = $1`, slot).
-		Scan(&r.walStatus, &r.reason, &r.conflicting, &r.noConfirmed)
+		Scan(&r.walStatus, &r.reason, &r.conflicting, &r.noConfirmed, &r.foreign)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return LossMissing, nil
 	}
@@ -88,17 +102,19 @@ func SlotLoss(ctx context.Context, conn *pgx.Conn, slot string) (Loss, error) {
 const lostWhere = `(s.wal_status = 'lost' OR s.confirmed_flush_lsn IS NULL OR to_jsonb(s) ->> 'invalidation_reason' IS NOT NULL
 	OR coalesce((to_jsonb(s) ->> 'conflicting')::bool, false))`
 
-// DropLost drops slot if it is still invalidated and no process holds it,
-// in one statement, and reports whether it did. Only a lost slot is
-// dropped: an instance that raced this one to heal has created a new slot
-// under the name, which is not lost, and is kept. A lost slot that a
-// process still holds (its walsender not yet ended) is an error, retried
-// by the relay like any session's.
+// DropLost drops slot if it is still invalidated, a logical pgoutput slot
+// of this database (never a standby's physical slot or another tool's
+// under the name), and no process holds it, in one statement, and reports
+// whether it did. Only a lost slot is dropped: an instance that raced this
+// one to heal has created a new slot under the name, which is not lost,
+// and is kept. A lost slot that a process still holds (its walsender not
+// yet ended) is ErrLostSlotHeld, which the relay waits out as it waits for
+// a slot another instance streams.
 func DropLost(ctx context.Context, conn *pgx.Conn, slot string) (bool, error) {
 	// A top-level SELECT evaluates its list for each row WHERE keeps, so
 	// the drop runs exactly when the slot is lost and free.
 	tag, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot(s.slot_name) FROM pg_replication_slots s
-		WHERE s.slot_name = $1 AND NOT s.active AND `+lostWhere, slot)
+		WHERE s.slot_name = $1 AND NOT s.active AND `+oursWhere+` AND `+lostWhere, slot)
 	if err != nil {
 		return false, fmt.Errorf("drop the invalidated replication slot %q: %w", slot, err)
 	}
@@ -106,12 +122,18 @@ func DropLost(ctx context.Context, conn *pgx.Conn, slot string) (bool, error) {
 		return true, nil
 	}
 	var held bool
-	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_replication_slots s WHERE s.slot_name = $1 AND s.active AND `+lostWhere+`)`,
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_replication_slots s WHERE s.slot_name = $1 AND s.active AND `+oursWhere+` AND `+lostWhere+`)`,
 		slot).Scan(&held); err != nil {
 		return false, fmt.Errorf("read replication slot %q: %w", slot, err)
 	}
 	if held {
-		return false, fmt.Errorf("slot %q is invalidated and a process still holds it (pg_replication_slots.active_pid): healing it once that process ends", slot)
+		return false, lostHeld(slot)
 	}
 	return false, nil
+}
+
+// lostHeld is DropLost's error for a lost slot a process still holds.
+func lostHeld(slot string) error {
+	return fmt.Errorf("%w: slot %q is invalidated and a process still holds it (pg_replication_slots.active_pid): healing it once that process ends",
+		ErrLostSlotHeld, slot)
 }

@@ -24,7 +24,7 @@ func TestSetupPrint(t *testing.T) {
 	const (
 		header = "-- outbox-cdc setup for public.outbox (publication outbox_cdc, slot outbox_cdc)\n"
 		pub    = `CREATE PUBLICATION "outbox_cdc" FOR TABLE "public"."outbox" WITH (publish = 'insert');` + "\n"
-		slot   = `SELECT pg_create_logical_replication_slot('outbox_cdc', 'pgoutput');` + "\n"
+		create = `SELECT pg_create_logical_replication_slot('outbox_cdc', 'pgoutput');` + "\n"
 		role   = `-- the role, if it does not exist yet: CREATE ROLE "relay" WITH LOGIN REPLICATION PASSWORD '…';
 ALTER ROLE "relay" WITH LOGIN REPLICATION;
 GRANT USAGE ON SCHEMA "public" TO "relay";
@@ -33,6 +33,8 @@ GRANT USAGE ON SCHEMA "public" TO "relay";
 		defaults  = "(partitions the broker's default, replication factor the broker's default)"
 		specified = "(partitions 3, replication factor 2, retention.ms=1000)"
 	)
+	// The slot setup creates, recorded as known here, as run records it.
+	slot := create + backfill.HealTableSQL("public") + ";\n" + backfill.RecordSlotSQL("public", "outbox_cdc") + "\n"
 	tests := []struct {
 		args []string
 		want string
