@@ -48,6 +48,9 @@ func New(socket string) (*Notifier, error) {
 // Enabled reports whether there is a socket to send to.
 func (n *Notifier) Enabled() bool { return n != nil && n.addr != nil }
 
+// writeTimeout bounds one notification's write.
+const writeTimeout = time.Second
+
 // Notify sends state, one or more KEY=VALUE assignments separated by
 // newlines, in one datagram. Without a socket it does nothing. The socket
 // is dialled for each message, as sd_notify does: one that systemd bound
@@ -61,6 +64,11 @@ func (n *Notifier) Notify(state string) error {
 		return fmt.Errorf("notify %s: %w", n.addr.Name, err)
 	}
 	defer conn.Close()
+	// A manager that stops reading fills the socket's queue: the write
+	// gives up rather than block the watch, and the relay's exit with it.
+	if err := conn.SetWriteDeadline(time.Now().Add(writeTimeout)); err != nil {
+		return fmt.Errorf("notify %s: %w", n.addr.Name, err)
+	}
 	if _, err := conn.Write([]byte(state)); err != nil {
 		return fmt.Errorf("notify %s: %w", n.addr.Name, err)
 	}

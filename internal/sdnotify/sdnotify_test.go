@@ -166,3 +166,33 @@ func TestNotifyCarriesSenderPID(t *testing.T) {
 		t.Errorf("received %q from pid %d, want WATCHDOG=1 from %d", b[:n], cred.Pid, os.Getpid())
 	}
 }
+
+// TestNotifyDoesNotBlockOnAManagerThatStopsReading: a service manager that
+// stops reading its socket fills the socket's queue; a notification then
+// gives up after a bound instead of blocking the watch, and with it the
+// relay's exit after its drain.
+func TestNotifyDoesNotBlockOnAManagerThatStopsReading(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "notify")
+	listen(t, name) // bound, never read
+	n, err := New(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		for i := 0; i < 5000 && err == nil; i++ {
+			err = n.Notify("STATUS=" + strings.Repeat("x", 1000))
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("5000 notifications to a socket never read all went through: the test did not fill its queue")
+		}
+		t.Logf("the socket filled; the notification gave up with %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("a notification to a socket never read still blocks after 10 s")
+	}
+}
