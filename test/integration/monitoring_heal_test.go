@@ -16,6 +16,7 @@ import (
 // heal: quiet while it streams, OutboxCDCSlotHealed fires once its slot
 // is dropped by hand under it and it has healed.
 func TestSlotHealedAlertOnPrometheus(t *testing.T) {
+	slowFault(t) // make test-faults (and .ci/run) runs it: make test stays under 10 minutes
 	o := newOutbox(t, "healalert", defaultColumns)
 	r := startRelay(t, o.args("--cleanup", "delete-after-publish", "--on-slot-lost", "heal")...)
 	rules, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy", "prometheus", "alerts.yml"))

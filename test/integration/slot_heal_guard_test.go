@@ -46,6 +46,7 @@ const knownMissingMsg = "replication slot missing though it existed here before"
 // again, a relay started with heal recognizes it missing (it was never
 // recorded by a heal-mode relay) and republishes what the outbox holds.
 func TestSlotRecordedInEitherMode(t *testing.T) {
+	slowFault(t) // make test-faults (and .ci/run) runs it: make test stays under 10 minutes
 	t.Setenv("OUTBOX_TEST_DELIVERY", "at-least-once")
 	o := newOutbox(t, "healknown", defaultColumns)
 	failArgs := o.args("--cleanup", "delete-after-publish")
@@ -95,6 +96,7 @@ func TestSlotRecordedInEitherMode(t *testing.T) {
 // it (cause wal_removed) and delivers every row committed meanwhile,
 // instead of taking a missing slot for a first start.
 func TestSlotHealThatCannotRunDropsNothing(t *testing.T) {
+	slowFault(t) // make test-faults (and .ci/run) runs it: make test stays under 10 minutes
 	t.Setenv("OUTBOX_TEST_DELIVERY", "at-least-once")
 	server := startLossyPostgres(t)
 	o := newOutboxOn(t, server.URL, "healorder")
