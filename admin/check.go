@@ -153,15 +153,15 @@ func checkVersion(ctx context.Context, url string) []checklist.Item {
 	}
 	defer conn.Close(context.Background())
 	const name = "postgres version"
-	var v int
-	if err := conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&v); err != nil {
+	srv, err := slot.ReadServer(ctx, conn)
+	if err != nil {
 		return []checklist.Item{{Name: name, Status: checklist.Fail, Detail: "could not read: " + checklist.OneLine(err)}}
 	}
-	if why := slot.UnsupportedVersion(v); why != "" {
+	if why := srv.Unsupported(); why != "" {
 		return []checklist.Item{{Name: name, Status: checklist.Fail, Detail: why,
 			Fix: fmt.Sprintf("upgrade to PostgreSQL %d or newer", slot.MinServerVersion/10000)}}
 	}
-	return []checklist.Item{{Name: name, Status: checklist.OK, Detail: fmt.Sprintf("%d, supported (%d and newer)", v/10000, slot.MinServerVersion/10000)}}
+	return []checklist.Item{{Name: name, Status: checklist.OK, Detail: fmt.Sprintf("%d, supported (%d and newer)", srv.Major(), slot.MinServerVersion/10000)}}
 }
 
 // checkCleanup is the cleanup item when rows are deleted or marked: what

@@ -163,8 +163,8 @@ func FailoverLine(st slot.SlotState) string {
 		return fmt.Sprintf("yes: failover-enabled, %d physical standby(s) streaming, changes held until %s have them", st.Standbys, st.SynchronizedStandbySlots)
 	case st.Failover:
 		return fmt.Sprintf("yes: failover-enabled, %d physical standby(s) streaming", st.Standbys)
-	case st.ServerVersion < 170000:
-		return fmt.Sprintf("no: logical slots do not survive a failover before PostgreSQL 17 (this is %d)", st.ServerVersion/10000)
+	case !st.Server().FailoverSlots():
+		return fmt.Sprintf("no: logical slots do not survive a failover before PostgreSQL 17 (this is %d)", st.Server().Major())
 	}
 	return fmt.Sprintf("no: not failover-enabled (%d physical standby(s) streaming); see outbox-cdc check", st.Standbys)
 }

@@ -36,7 +36,6 @@ const maxUnclassified = 10
 // the first session's preparation failure (a slot in use, at start) or
 // nil.
 func (r *Relay) reconnect(ctx context.Context, start pglogrepl.LSN, prepared error) error {
-	log := r.log
 	var (
 		standby      bool         // another process streams the slot; we wait for it to let go
 		fenced       bool         // standing by since a fence, logged once
@@ -60,18 +59,7 @@ func (r *Relay) reconnect(ctx context.Context, start pglogrepl.LSN, prepared err
 			return stop
 		}
 		if errors.Is(err, producer.ErrFenced) {
-			// Exactly-once: an instance that took the slot took the
-			// transactional id too. This one's producer is dead; it waits
-			// for the slot like any second instance (one line, not two;
-			// none more while it stands by).
-			level := slog.LevelWarn
-			if fenced || timedOut {
-				level = slog.LevelDebug
-			}
-			log.Log(ctx, level, "fenced, standing by: another instance took the slot and the transactional id, or a Kafka transaction stayed open past "+
-				"--transaction-timeout (a Postgres transaction that takes longer to stream, or --cleanup's statements for the last one: raise it); this producer writes nothing more, "+
-				"and the relay takes the slot over when it is free",
-				slog.String("slot", r.target.Slot), slog.Any("err", err))
+			r.logFenced(ctx, err, fenced || timedOut)
 			err, standby, fenced = replication.ErrSlotActive, true, true
 		}
 		class := retry.Classify(err)
@@ -85,28 +73,12 @@ func (r *Relay) reconnect(ctx context.Context, start pglogrepl.LSN, prepared err
 		}
 		var wait time.Duration
 		if errors.Is(err, replication.ErrSlotActive) {
-			// A second instance: quiet, and quick to take over.
 			attempt = 0
-			wait = standbyPoll/2 + rand.N(standbyPoll/2+1)
-			r.live.polled.now() // a round of the standby's poll, watched by the notifier's watchdog
-			r.live.standingBy.Store(true)
-			if !standby {
-				standby = true
-				log.Info("standing by: the slot is streamed by another process; taking over when it lets go",
-					slog.String("slot", r.target.Slot), slog.Any("err", err))
-			}
+			wait = r.standbyWait(err, standby)
+			standby = true
 		} else {
 			standby, fenced = false, false
-			r.live.standingBy.Store(false)
-			r.metrics.Reconnected()
-			wait = backoff.Delay(attempt, sessionBackoff, sessionBackoffCeiling)
-			if class == retry.Unclassified {
-				log.Error("stream interrupted by an error not known to be retriable; reconnecting, and giving up if it persists",
-					slog.Any("err", err), slog.String("type", fmt.Sprintf("%T", retry.Innermost(err))),
-					slog.Int("failures", failures), slog.Int("limit", maxUnclassified), slog.Duration("in", wait))
-			} else if !timedOut {
-				log.Warn("stream interrupted, reconnecting", slog.Any("err", err), slog.Duration("in", wait))
-			}
+			wait = r.retryWait(attempt, err, class, failures, timedOut)
 		}
 		select {
 		case <-time.After(wait):
@@ -115,6 +87,55 @@ func (r *Relay) reconnect(ctx context.Context, start pglogrepl.LSN, prepared err
 		}
 		start, err = r.reprepare(ctx, standby) // a failure is judged above, as the session's
 	}
+}
+
+// logFenced says that exactly-once's producer was fenced: an instance that
+// took the slot took the transactional id too. This one's producer is
+// dead; it waits for the slot like any second instance, in one line, not
+// two, and none more while it stands by (quiet: at debug level).
+func (r *Relay) logFenced(ctx context.Context, err error, quiet bool) {
+	level := slog.LevelWarn
+	if quiet {
+		level = slog.LevelDebug
+	}
+	r.log.Log(ctx, level, "fenced, standing by: another instance took the slot and the transactional id, or a Kafka transaction stayed open past "+
+		"--transaction-timeout (a Postgres transaction that takes longer to stream, or --cleanup's statements for the last one: raise it); this producer writes nothing more, "+
+		"and the relay takes the slot over when it is free",
+		slog.String("slot", r.target.Slot), slog.Any("err", err))
+}
+
+// standbyWait is the wait before a standby's next try at the slot that
+// another process streams. A second instance is quiet (it says so once,
+// unless already standing by) and quick to take over: it polls about every
+// standbyPoll, not on the failures' backoff.
+func (r *Relay) standbyWait(err error, already bool) time.Duration {
+	wait := standbyPoll/2 + rand.N(standbyPoll/2+1)
+	r.live.polled.now() // a round of the standby's poll, watched by the notifier's watchdog
+	r.live.standingBy.Store(true)
+	if !already {
+		r.log.Info("standing by: the slot is streamed by another process; taking over when it lets go",
+			slog.String("slot", r.target.Slot), slog.Any("err", err))
+	}
+	return wait
+}
+
+// retryWait is the backoff before the session that follows a failed one,
+// the attempt-th in a row. An error nobody classified is logged as an
+// error with its type, so that it is noticed before maxUnclassified of
+// them stop the relay; a transaction timeout was already said by
+// judgeTimeout.
+func (r *Relay) retryWait(attempt int, err error, class retry.Class, failures int, timedOut bool) time.Duration {
+	r.live.standingBy.Store(false)
+	r.metrics.Reconnected()
+	wait := backoff.Delay(attempt, sessionBackoff, sessionBackoffCeiling)
+	if class == retry.Unclassified {
+		r.log.Error("stream interrupted by an error not known to be retriable; reconnecting, and giving up if it persists",
+			slog.Any("err", err), slog.String("type", fmt.Sprintf("%T", retry.Innermost(err))),
+			slog.Int("failures", failures), slog.Int("limit", maxUnclassified), slog.Duration("in", wait))
+	} else if !timedOut {
+		r.log.Warn("stream interrupted, reconnecting", slog.Any("err", err), slog.Duration("in", wait))
+	}
+	return wait
 }
 
 // judgeTimeout counts a session's failure judged an abort of its Kafka

@@ -174,17 +174,35 @@ func (s *sender) next() (batches []batch, wait time.Duration, stop bool) {
 			full = full || w.full(p) || s.inflight > 0 && !now.Before(s.dueAt(p))
 		}
 	}
-	switch {
-	case !pending && closing:
+	if !pending && closing {
 		s.stopped = true
 		delete(w.senders, s.broker)
 		return nil, 0, true
+	}
+	if d, held := s.hold(ready, nextRetry, full, now, closing); held {
+		return nil, d, false
+	}
+	batches = s.takeReady(ready, now)
+	s.last = now
+	return batches, 0, false
+}
+
+// hold reports whether the next request waits, and how long (0: until
+// woken): nothing is ready (nextRetry, if not zero, is the first retry
+// due), the pipeline is full, or pacing (see sender) holds what is ready
+// but not full. It marks the sender idle or pacing, which decides what
+// wakes it. The pacing rule is kept apart from next's walk to read as one
+// decision; ready is read, never kept, so that next's list of them stays
+// on its stack. Called with mu held.
+func (s *sender) hold(ready []*partition, nextRetry time.Time, full bool, now time.Time, closing bool) (wait time.Duration, held bool) {
+	w := s.w
+	switch {
 	case len(ready) == 0 || s.inflight >= w.depth:
 		s.idle = s.inflight < w.depth
 		if !nextRetry.IsZero() {
-			return nil, max(nextRetry.Sub(now), time.Millisecond), false
+			return max(nextRetry.Sub(now), time.Millisecond), true
 		}
-		return nil, 0, false
+		return 0, true
 	case s.inflight > 0 && !full && !w.flushing.Load():
 		s.pacing = true // the answer wakes the sender, or a full batch, or the first due
 		wait = s.dueAt(ready[0]).Sub(now)
@@ -194,16 +212,24 @@ func (s *sender) next() (batches []batch, wait time.Duration, stop bool) {
 		if !nextRetry.IsZero() {
 			wait = min(wait, nextRetry.Sub(now))
 		}
-		return nil, max(wait, time.Millisecond), false
+		return max(wait, time.Millisecond), true
 	case !full && !closing && !w.flushing.Load() && now.Sub(s.last) < w.cfg.BatchTimeout:
 		s.pacing = true
 		wait = w.cfg.BatchTimeout - now.Sub(s.last)
 		if !nextRetry.IsZero() {
 			wait = min(wait, max(nextRetry.Sub(now), time.Millisecond))
 		}
-		return nil, wait, false
+		return wait, true
 	}
-	batches = make([]batch, 0, len(ready))
+	return 0, false
+}
+
+// takeReady takes the batches of the request that leaves now: one of each
+// ready partition, except those that must wait beside a request out.
+// Called with mu held.
+func (s *sender) takeReady(ready []*partition, now time.Time) []batch {
+	w := s.w
+	batches := make([]batch, 0, len(ready))
 	for _, p := range ready {
 		if s.inflight > 0 && !w.full(p) && !w.flushing.Load() && now.Before(s.dueAt(p)) {
 			// Beside a request out, only full batches go, and those that
@@ -217,8 +243,7 @@ func (s *sender) next() (batches []batch, wait time.Duration, stop bool) {
 		p.out++
 		batches = append(batches, w.take(p))
 	}
-	s.last = now
-	return batches, 0, false
+	return batches
 }
 
 // dueAt is when p's queue, not full, may go beside a request out: once it

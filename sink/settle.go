@@ -29,32 +29,45 @@ import (
 // again under it; refused for what it is, it is salvaged message by
 // message (salvageHead).
 func (s *sender) settle(b batch, err error) {
-	w := s.w
-	p := b.p
 	if err == nil {
-		// The fates are reported while the partition is still busy: a key
-		// that moves to a new partition once this one drains (see route)
-		// has its later events acknowledged after these, not before.
-		w.health.up()
-		w.acked(b.msgs)
-		w.report(b)
-		w.mu.Lock()
-		if sq := p.seq; sq != nil && b.h.ProducerID == sq.id && b.h.ProducerEpoch == sq.epoch {
-			sq.ackedAt = time.Now()
-		}
-		p.out--
-		p.retryOut = p.retryOut && !b.retried
-		if p.out == 0 {
-			p.outConn = nil
-		}
-		if b.alone || len(p.retries) == 0 { // progress: the next retry backs off afresh (joins waits for retryOut)
-			p.attempt = 0
-		}
-		w.salvageHead(p)
-		s.handOver(p)
-		w.mu.Unlock()
+		s.acknowledged(b)
 		return
 	}
+	s.failed(b, err)
+}
+
+// acknowledged settles b written. The fates are reported while the
+// partition is still busy: a key that moves to a new partition once this
+// one drains (see route) has its later events acknowledged after these,
+// not before.
+func (s *sender) acknowledged(b batch) {
+	w := s.w
+	p := b.p
+	w.health.up()
+	w.acked(b.msgs)
+	w.report(b)
+	w.mu.Lock()
+	if sq := p.seq; sq != nil && b.h.ProducerID == sq.id && b.h.ProducerEpoch == sq.epoch {
+		sq.ackedAt = time.Now()
+	}
+	p.out--
+	p.retryOut = p.retryOut && !b.retried
+	if p.out == 0 {
+		p.outConn = nil
+	}
+	if b.alone || len(p.retries) == 0 { // progress: the next retry backs off afresh (joins waits for retryOut)
+		p.attempt = 0
+	}
+	w.salvageHead(p)
+	s.handOver(p)
+	w.mu.Unlock()
+}
+
+// failed settles b refused or unanswered: it fails its transaction, or
+// joins its partition's retries (see settle).
+func (s *sender) failed(b batch, err error) {
+	w := s.w
+	p := b.p
 	// A refusal for the producer of a batch sent beside others may only
 	// echo an earlier batch's failure (its sequence then has a gap): it
 	// is sent again alone before the refusal counts, in a transaction too.
@@ -80,39 +93,53 @@ func (s *sender) settle(b batch, err error) {
 	}
 	abandoned := w.abandon.Err() != nil
 	perr.Transient = perr.Transient || abandoned // dropped by next, not salvaged
+	moved := leaderMoved(err) || disconnected(err)
+	attempt := s.requeue(b, perr, moved)
+	if !abandoned {
+		w.health.failed(err, "produce %d messages to %s/%d (attempt %d): %v", len(b.msgs), p.tp.topic, p.tp.id, attempt, err)
+	}
+	if moved && !abandoned {
+		w.followLeader(p.tp.topic)
+	}
+}
+
+// requeue puts b, failed for perr, among its partition's retries, in the
+// partition's order whatever order the failures arrive in (a request that
+// could not leave fails before earlier ones out on a broken connection),
+// as the Java producer's insertInSequenceOrder; the retry is due after a
+// backoff grown by each failure in a row. It returns the partition's
+// failures in a row, for the log.
+func (s *sender) requeue(b batch, perr *Error, moved bool) (attempt int) {
+	w := s.w
+	p := b.p
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	p.out--
 	p.retryOut = p.retryOut && !b.retried // b, first among the retries again, keeps the others waiting
 	if p.out == 0 {
 		p.outConn = nil
 	}
 	b.err = perr
-	// In the partition's order, whatever order the failures arrive in (a
-	// request that could not leave fails before earlier ones out on a
-	// broken connection), as the Java producer's insertInSequenceOrder.
 	i, _ := slices.BinarySearchFunc(p.retries, b.order, func(r batch, order uint64) int { return cmp.Compare(r.order, order) })
 	p.retries = slices.Insert(p.retries, i, b)
 	p.retryAt = time.Now().Add(backoff.Delay(p.attempt, backoffMin, backoffMax))
-	moved := leaderMoved(err) || disconnected(err)
 	p.relocate = p.relocate || moved
 	p.attempt++
-	attempt := p.attempt
+	attempt = p.attempt
 	w.salvageHead(p)
 	s.handOver(p)
-	w.mu.Unlock()
-	if !abandoned {
-		w.health.failed(err, "produce %d messages to %s/%d (attempt %d): %v", len(b.msgs), p.tp.topic, p.tp.id, attempt, err)
-	}
-	if moved && !abandoned {
-		// Ask where to, so that the batch follows it (lookup reassigns
-		// the partition) before its retry is due.
-		topic := p.tp.topic
-		w.owned.Go(func() {
-			ctx, cancel := context.WithTimeout(w.abandon, 10*time.Second)
-			defer cancel()
-			_, _ = w.lookup(ctx, topic)
-		})
-	}
+	return attempt
+}
+
+// followLeader asks where topic's partitions lead now, in the background,
+// so that a batch whose leader moved follows it (lookup reassigns the
+// partition) before its retry is due.
+func (w *Writer) followLeader(topic string) {
+	w.owned.Go(func() {
+		ctx, cancel := context.WithTimeout(w.abandon, 10*time.Second)
+		defer cancel()
+		_, _ = w.lookup(ctx, topic)
+	})
 }
 
 // salvageHead starts the salvage of p's first retry once nothing of p is

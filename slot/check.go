@@ -26,7 +26,7 @@ func Check(ctx context.Context, url string, t Target, o CheckOptions) []checklis
 	defer conn.Close(context.Background())
 	c := &checker{ctx: ctx, conn: conn, t: t, o: o, user: conn.Config().User}
 	var version string
-	if err := conn.QueryRow(ctx, `SELECT current_setting('server_version'), current_setting('server_version_num')::int`).Scan(&version, &c.version); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT current_setting('server_version'), current_setting('server_version_num')::int`).Scan(&version, &c.srv.Num); err != nil {
 		return []checklist.Item{{Name: "postgres reachable", Status: checklist.Fail, Detail: checklist.OneLine(err)}}
 	}
 	c.add(checklist.OK, "postgres reachable", fmt.Sprintf("PostgreSQL %s, role %s, database %s", version, c.user, conn.Config().Database), "")
@@ -46,14 +46,14 @@ func Check(ctx context.Context, url string, t Target, o CheckOptions) []checklis
 }
 
 type checker struct {
-	ctx     context.Context
-	conn    *pgx.Conn
-	t       Target
-	o       CheckOptions
-	user    string
-	super   bool
-	version int // server_version_num
-	items   []checklist.Item
+	ctx   context.Context
+	conn  *pgx.Conn
+	t     Target
+	o     CheckOptions
+	user  string
+	super bool
+	srv   Server // read with "postgres reachable"
+	items []checklist.Item
 }
 
 func (c *checker) add(s checklist.Status, name, detail, fix string) {
@@ -272,8 +272,8 @@ func (c *checker) rowFilters() {
 	switch {
 	case err != nil:
 		c.add(checklist.Fail, "row filter", checklist.OneLine(err), "write --where as one boolean expression over the table's own columns")
-	case rowFilterUnsupported(c.version, c.t) != "":
-		c.add(checklist.Fail, "row filter", rowFilterUnsupported(c.version, c.t), "upgrade PostgreSQL to 15 or newer, or remove --where")
+	case rowFilterUnsupported(c.srv, c.t) != "":
+		c.add(checklist.Fail, "row filter", rowFilterUnsupported(c.srv, c.t), "upgrade PostgreSQL to 15 or newer, or remove --where")
 	default:
 		var parts []string
 		for _, tb := range c.t.Tables {
@@ -302,7 +302,7 @@ func (c *checker) publicationFilters(owner string) {
 	}
 	var d filterDrift
 	if err == nil {
-		d, err = readDrift(c.ctx, c.conn, c.t, c.version)
+		d, err = readDrift(c.ctx, c.conn, c.t, c.srv)
 	}
 	switch {
 	case errors.Is(err, ErrNotReady):
@@ -374,12 +374,12 @@ func (c *checker) failover(st *SlotState) {
 	case err != nil:
 		c.failed("slot failover", err)
 	case len(warnings) > 0:
-		c.add(checklist.Warn, "slot failover", warnings[0], failoverHint(st.ServerVersion))
+		c.add(checklist.Warn, "slot failover", warnings[0], failoverHint(st.Server()))
 	case st.Failover && st.Synced:
 		c.add(checklist.OK, "slot failover", fmt.Sprintf("%q is failover-enabled, and this server's copy is synchronized from the primary", c.t.Slot), "")
 	case st.Failover:
 		c.add(checklist.OK, "slot failover", fmt.Sprintf("%q is failover-enabled: standbys with sync_replication_slots=on keep a copy (%d streaming now)", c.t.Slot, st.Standbys), "")
 	default:
-		c.add(checklist.OK, "slot failover", fmt.Sprintf("%q is not failover-enabled (%s); no standby streams from this server", c.t.Slot, failoverHint(st.ServerVersion)), "")
+		c.add(checklist.OK, "slot failover", fmt.Sprintf("%q is not failover-enabled (%s); no standby streams from this server", c.t.Slot, failoverHint(st.Server())), "")
 	}
 }

@@ -22,20 +22,25 @@ const (
 // server conn reaches: a slot synchronized to standbys that have
 // sync_replication_slots on, which survives their promotion (PostgreSQL 17+).
 func WantFailover(ctx context.Context, conn *pgx.Conn, t Target) (bool, error) {
-	var version int
-	if err := conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
+	srv, err := ReadServer(ctx, conn)
+	if err != nil {
 		return false, fmt.Errorf("read server_version_num: %w", err)
 	}
+	return wantFailover(srv, t)
+}
+
+// wantFailover is WantFailover on a server whose version is already read.
+func wantFailover(srv Server, t Target) (bool, error) {
 	switch t.Failover {
 	case FailoverOff:
 		return false, nil
 	case FailoverOn:
-		if version < 170000 {
-			return false, fmt.Errorf("%w: --slot-failover=true needs PostgreSQL 17 or newer (this is %d.%d); before 17 a logical slot does not survive a failover", ErrNotReady, version/10000, version%10000)
+		if !srv.FailoverSlots() {
+			return false, fmt.Errorf("%w: --slot-failover=true needs PostgreSQL 17 or newer (this is %d.%d); before 17 a logical slot does not survive a failover", ErrNotReady, srv.Major(), srv.Minor())
 		}
 		return true, nil
 	}
-	return version >= 170000, nil
+	return srv.FailoverSlots(), nil
 }
 
 // SlotWarnings are what an operator should know of t's slot as it is: one
@@ -56,7 +61,7 @@ func SlotWarnings(ctx context.Context, conn *pgx.Conn, t Target) ([]string, erro
 		out = append(out, fmt.Sprintf("slot %q is not failover-enabled, so a standby's promotion loses it; on a replication connection run ALTER_REPLICATION_SLOT %s (FAILOVER true) "+
 			"(psql \"dbname=… replication=database\" -c 'ALTER_REPLICATION_SLOT %s (FAILOVER true)'), with sync_replication_slots on the standby", t.Slot, t.Slot, t.Slot))
 	case st.Standbys > 0 && !st.Failover:
-		out = append(out, fmt.Sprintf("slot %q would not survive a failover to the %d standby(s) streaming from this server (%s)", t.Slot, st.Standbys, failoverHint(st.ServerVersion)))
+		out = append(out, fmt.Sprintf("slot %q would not survive a failover to the %d standby(s) streaming from this server (%s)", t.Slot, st.Standbys, failoverHint(st.Server())))
 	case st.Standbys > 0 && st.Failover && st.SynchronizedStandbySlots == "" && !st.InRecovery:
 		out = append(out, fmt.Sprintf("slot %q may publish events whose rows a promoted standby never received (asynchronous replication): "+
 			"set synchronized_standby_slots = '%s' on this server (ALTER SYSTEM SET …; SELECT pg_reload_conf()), so the relay only sees what the standbys have",
@@ -65,8 +70,8 @@ func SlotWarnings(ctx context.Context, conn *pgx.Conn, t Target) ([]string, erro
 	return out, nil
 }
 
-func failoverHint(version int) string {
-	if version < 170000 {
+func failoverHint(srv Server) string {
+	if !srv.FailoverSlots() {
 		return "failover slots need PostgreSQL 17 or newer"
 	}
 	return "--slot-failover=true, sync_replication_slots=on on the standby, synchronized_standby_slots on the primary"

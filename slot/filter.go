@@ -14,11 +14,6 @@ import (
 	"github.com/outbox-cdc/outbox-cdc/internal/predicate"
 )
 
-// MinRowFilterVersion is the oldest PostgreSQL (server_version_num) with
-// publication row filters (CREATE PUBLICATION … WHERE), which --where
-// becomes.
-const MinRowFilterVersion = 150000
-
 // filtered reports whether some table of t has a row filter.
 func (t Target) filtered() bool {
 	for _, w := range t.Where {
@@ -59,14 +54,14 @@ func publicationTables(names []string, filters map[string]predicate.Expr) string
 	return strings.Join(out, ", ")
 }
 
-// rowFilterUnsupported says why t's row filters cannot work on a server
-// whose server_version_num is v, or "" when they can (or t has none).
-func rowFilterUnsupported(v int, t Target) string {
-	if v >= MinRowFilterVersion || !t.filtered() {
+// rowFilterUnsupported says why t's row filters cannot work on srv, or ""
+// when they can (or t has none).
+func rowFilterUnsupported(srv Server, t Target) string {
+	if srv.RowFilters() || !t.filtered() {
 		return ""
 	}
 	return fmt.Sprintf("--where needs PostgreSQL %d or newer: it becomes a publication row filter (CREATE PUBLICATION … WHERE), which PostgreSQL %d lacks; upgrade, or run one relay for every row without --where",
-		MinRowFilterVersion/10000, v/10000)
+		MinRowFilterVersion/10000, srv.Major())
 }
 
 // filterDrift is how a publication's row filters differ from t's: the
@@ -86,9 +81,9 @@ func (d filterDrift) message(pub string) string {
 // and carries t's tables) with t's own. A filter the publication has and
 // t lacks is a drift too: the relay would miss rows. Servers before
 // PostgreSQL 15 have none (rowFilterUnsupported refuses t's).
-func readDrift(ctx context.Context, conn *pgx.Conn, t Target, version int) (filterDrift, error) {
+func readDrift(ctx context.Context, conn *pgx.Conn, t Target, srv Server) (filterDrift, error) {
 	var d filterDrift
-	if version < MinRowFilterVersion || len(t.Tables) == 0 {
+	if !srv.RowFilters() || len(t.Tables) == 0 {
 		return d, nil
 	}
 	filters, err := t.filters()

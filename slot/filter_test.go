@@ -64,7 +64,7 @@ func TestRowFilterUnsupported(t *testing.T) {
 		{"18 with --where", 180000, filtered, false},
 		{"14 without --where", 140012, plain, false},
 	} {
-		why := rowFilterUnsupported(tc.version, tc.t)
+		why := rowFilterUnsupported(Server{Num: tc.version}, tc.t)
 		if (why != "") != tc.refused {
 			t.Errorf("%s: %q, want refused %v", tc.name, why, tc.refused)
 		}

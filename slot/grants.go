@@ -58,7 +58,7 @@ func SetupSQL(ctx context.Context, conn *pgx.Conn, t Target, role string, privil
 		failover := false
 		if conn != nil {
 			var err error
-			if failover, err = WantFailover(ctx, conn, t); err != nil {
+			if failover, err = wantFailover(have.server, t); err != nil {
 				return nil, err
 			}
 		}
@@ -82,6 +82,7 @@ type setupState struct {
 	drift                filterDrift // row filters that differ from t's
 	canLogin, canReplica bool        // the role's attributes
 	emitSig              string      // pg_logical_emit_message's signature on this server
+	server               Server      // read once, for the row filters and the slot's failover
 }
 
 // readSetupState reads what is in place for t and role (empty: no role is
@@ -98,15 +99,14 @@ func readSetupState(ctx context.Context, conn *pgx.Conn, t Target, role string) 
 	if s.missing, err = missingFromPublication(ctx, conn, t); err != nil {
 		return s, err
 	}
-	var version int
-	if err := conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
+	if s.server, err = ReadServer(ctx, conn); err != nil {
 		return s, fmt.Errorf("read the server version: %w", err)
 	}
-	if why := rowFilterUnsupported(version, t); why != "" {
+	if why := rowFilterUnsupported(s.server, t); why != "" {
 		return s, fmt.Errorf("%w: %s", ErrNotReady, why)
 	}
 	if s.publication && len(s.missing) == 0 {
-		if s.drift, err = readDrift(ctx, conn, t, version); err != nil {
+		if s.drift, err = readDrift(ctx, conn, t, s.server); err != nil {
 			return s, err
 		}
 	}

@@ -128,56 +128,37 @@ func quotedList(names []string) string {
 // a slot that vanished since streaming began was dropped by someone, and
 // creating a new one would silently skip the events in between.
 func Prepare(ctx context.Context, conn *pgx.Conn, t Target, createSlot bool) (pglogrepl.LSN, error) {
-	if err := PrepareTables(ctx, conn, t); err != nil {
+	srv, err := prepareTables(ctx, conn, t)
+	if err != nil {
 		return 0, err
 	}
-	return ensureSlot(ctx, conn, t, createSlot)
-}
-
-// MinServerVersion is the oldest PostgreSQL (as server_version_num)
-// outbox-cdc streams from: it asks pgoutput for logical decoding messages
-// (its heartbeats, and events emitted as messages), an option PostgreSQL 14
-// added; 13 refuses START_REPLICATION with it.
-const MinServerVersion = 140000
-
-// UnsupportedVersion says why outbox-cdc cannot stream from a server whose
-// server_version_num is v, or "" when it can.
-func UnsupportedVersion(v int) string {
-	if v >= MinServerVersion {
-		return ""
-	}
-	major := fmt.Sprint(v / 10000)
-	if v < 100000 { // 9.6 and older: two numbers name a major version
-		major = fmt.Sprintf("%d.%d", v/10000, v/100%100)
-	}
-	return fmt.Sprintf("PostgreSQL %s is not supported: outbox-cdc needs PostgreSQL %d or newer (pgoutput's messages option, which it uses, arrived in %d)",
-		major, MinServerVersion/10000, MinServerVersion/10000)
+	return ensureSlot(ctx, conn, t, srv, createSlot)
 }
 
 // checkServer checks the server's version (and that it has row filters
 // when t has some), wal_level and the role; it returns the version.
-func checkServer(ctx context.Context, conn *pgx.Conn, t Target) (int, error) {
-	var version int
+func checkServer(ctx context.Context, conn *pgx.Conn, t Target) (Server, error) {
+	var srv Server
 	var walLevel string
 	var canReplicate bool
 	err := conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int, current_setting('wal_level'), rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user`).
-		Scan(&version, &walLevel, &canReplicate)
+		Scan(&srv.Num, &walLevel, &canReplicate)
 	if err != nil {
-		return 0, fmt.Errorf("read the server version, wal_level and role attributes: %w", err)
+		return Server{}, fmt.Errorf("read the server version, wal_level and role attributes: %w", err)
 	}
-	if why := UnsupportedVersion(version); why != "" {
-		return 0, fmt.Errorf("%w: %s", ErrNotReady, why)
+	if why := srv.Unsupported(); why != "" {
+		return Server{}, fmt.Errorf("%w: %s", ErrNotReady, why)
 	}
-	if why := rowFilterUnsupported(version, t); why != "" {
-		return 0, fmt.Errorf("%w: %s", ErrNotReady, why)
+	if why := rowFilterUnsupported(srv, t); why != "" {
+		return Server{}, fmt.Errorf("%w: %s", ErrNotReady, why)
 	}
 	if walLevel != "logical" {
-		return 0, fmt.Errorf("%w: wal_level is %q; set wal_level = logical in postgresql.conf (or ALTER SYSTEM SET wal_level = logical) and restart Postgres", ErrNotReady, walLevel)
+		return Server{}, fmt.Errorf("%w: wal_level is %q; set wal_level = logical in postgresql.conf (or ALTER SYSTEM SET wal_level = logical) and restart Postgres", ErrNotReady, walLevel)
 	}
 	if !canReplicate {
-		return 0, fmt.Errorf("%w: role %q lacks REPLICATION; run ALTER ROLE %s REPLICATION as a superuser", ErrNotReady, conn.Config().User, pgx.Identifier{conn.Config().User}.Sanitize())
+		return Server{}, fmt.Errorf("%w: role %q lacks REPLICATION; run ALTER ROLE %s REPLICATION as a superuser", ErrNotReady, conn.Config().User, pgx.Identifier{conn.Config().User}.Sanitize())
 	}
-	return version, nil
+	return srv, nil
 }
 
 func checkTable(ctx context.Context, conn *pgx.Conn, tb decode.Table) error {
@@ -210,7 +191,7 @@ func checkTable(ctx context.Context, conn *pgx.Conn, tb decode.Table) error {
 // it carries t's tables, publishes INSERTs, and filters their rows as t's
 // row filters say. What differs is refused, saying what to run: an
 // existing publication is never altered here.
-func ensurePublication(ctx context.Context, conn *pgx.Conn, t Target, version int) error {
+func ensurePublication(ctx context.Context, conn *pgx.Conn, t Target, srv Server) error {
 	var insert, update, del bool
 	err := conn.QueryRow(ctx, `SELECT pubinsert, pubupdate, pubdelete FROM pg_publication WHERE pubname = $1`, t.Publication).Scan(&insert, &update, &del)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -238,7 +219,7 @@ func ensurePublication(ctx context.Context, conn *pgx.Conn, t Target, version in
 	if err := checkPublishes(t, update, del); err != nil {
 		return err
 	}
-	d, err := readDrift(ctx, conn, t, version)
+	d, err := readDrift(ctx, conn, t, srv)
 	if err != nil {
 		return err
 	}
@@ -284,7 +265,9 @@ func createPublication(ctx context.Context, conn *pgx.Conn, t Target) error {
 	return nil
 }
 
-func ensureSlot(ctx context.Context, conn *pgx.Conn, t Target, create bool) (pglogrepl.LSN, error) {
+// ensureSlot returns t's slot's confirmed position, creating the slot when
+// create allows; srv is the server's version, as Prepare read it.
+func ensureSlot(ctx context.Context, conn *pgx.Conn, t Target, srv Server, create bool) (pglogrepl.LSN, error) {
 	slot := t.Slot
 	s, err := readSlot(ctx, conn, slot)
 	if errors.Is(err, pgx.ErrNoRows) && !create {
@@ -293,7 +276,7 @@ func ensureSlot(ctx context.Context, conn *pgx.Conn, t Target, create bool) (pgl
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		var failover bool
-		if failover, err = WantFailover(ctx, conn, t); err != nil {
+		if failover, err = wantFailover(srv, t); err != nil {
 			return 0, err
 		}
 		if failover {
@@ -374,14 +357,21 @@ func Confirmed(ctx context.Context, conn *pgx.Conn, slot string) (pglogrepl.LSN,
 // PrepareTables is Prepare without the slot: the server, the tables and
 // the publication.
 func PrepareTables(ctx context.Context, conn *pgx.Conn, t Target) error {
-	version, err := checkServer(ctx, conn, t)
+	_, err := prepareTables(ctx, conn, t)
+	return err
+}
+
+// prepareTables is PrepareTables, returning the server's version it read,
+// so that Prepare asks it once.
+func prepareTables(ctx context.Context, conn *pgx.Conn, t Target) (Server, error) {
+	srv, err := checkServer(ctx, conn, t)
 	if err != nil {
-		return err
+		return Server{}, err
 	}
 	for _, tb := range t.Tables {
 		if err := checkTable(ctx, conn, tb); err != nil {
-			return err
+			return Server{}, err
 		}
 	}
-	return ensurePublication(ctx, conn, t, version)
+	return srv, ensurePublication(ctx, conn, t, srv)
 }

@@ -38,7 +38,8 @@ type SlotState struct {
 	// Synced that this server is such a standby and the slot a copy.
 	Failover bool `json:"failover"`
 	Synced   bool `json:"synced"`
-	// ServerVersion is server_version_num, 150000 for 15.0.
+	// ServerVersion is server_version_num, 150000 for 15.0; Server asks
+	// what it can do.
 	ServerVersion int `json:"server_version_num"`
 	// Standbys are the physical standbys streaming from this server, and
 	// StandbySlots the physical slots they stream through.
@@ -52,6 +53,9 @@ type SlotState struct {
 	// it has replayed.
 	InRecovery bool `json:"in_recovery"`
 }
+
+// Server is what the slot's server can do, by its version.
+func (st SlotState) Server() Server { return Server{Num: st.ServerVersion} }
 
 // ReadSlotState reads where t's slot stands. conn is an ordinary connection.
 func ReadSlotState(ctx context.Context, conn *pgx.Conn, t Target) (SlotState, error) {

@@ -45,41 +45,67 @@ func main() {
 	}
 }
 
-func run() error {
-	runs := flag.Int("runs", 3, "runs of each scenario; figures are their median, min and max")
+// options are outbox-bench's flags, parsed and checked.
+type options struct {
+	runs                 int
+	sizes, rates, txRows []int
+	dur                  time.Duration
+	out, profile         string
+	compare              bool
+	contenders, loads    string
+	phase                time.Duration
+	backlog              int
+	relayArgs            string
+	types                int
+	ceiling, killDups    bool
+	messages             bool
+	writes, writers      int
+	cleanup              bool
+}
+
+// parseOptions reads the command line, and fails on a malformed list
+// before any server starts.
+func parseOptions() (options, error) {
+	var o options
+	flag.IntVar(&o.runs, "runs", 3, "runs of each scenario; figures are their median, min and max")
 	sizes := flag.String("sizes", "10000,100000,1000000", "backlog sizes for the drain scenario, comma-separated")
 	rates := flag.String("rates", "1000,5000", "insert rates (events/s) for the latency scenario")
 	txRows := flag.String("tx-rows", "1,10", "rows per transaction for the latency scenario")
-	dur := flag.Duration("duration", 30*time.Second, "length of each latency run")
-	out := flag.String("out", "bench-results", "directory for results.json and chart.svg")
-	profile := flag.String("cpuprofile", "", "write a CPU profile of outbox-cdc during the largest drain's first run to this file")
-	compare := flag.Bool("compare", false, "instead: outbox-cdc beside Debezium (and the bare reader's latency ceiling) on one Postgres and broker, -runs rounds, order rotated each round (two alternate)")
-	contenders := flag.String("contenders", "outbox-cdc,debezium", "with -compare: the relays compared: outbox-cdc (outbox-cdc+--flag=value+name:LABEL adds flags and names the variant), debezium (Kafka Connect standalone), debezium-eos (Kafka Connect distributed, exactly-once source support)")
-	loads := flag.String("loads", "1000x1,3000x1,5000x1,1000x10", "with -compare: steady loads, TXPERSECxROWS")
-	phase := flag.Duration("phase", 20*time.Second, "with -compare: length of each steady load")
-	backlog := flag.Int("backlog", 100000, "with -compare: backlog drained by each relay")
-	relayArgs := flag.String("relay-args", "", "with -compare: extra outbox-cdc flags, space-separated (for tuning)")
-	types := flag.Int("aggregate-types", 3, "with -compare: aggregate types the events are spread over, each routed to a topic of its own (3 partitions each)")
-	ceiling := flag.Bool("ceiling", true, "with -compare: also measure the bare reader's latency ceiling at each load")
-	killDups := flag.Bool("kill-dups", true, "with -compare: also kill each relay with SIGKILL under 1000 tx/s × 1 for 10 s, each round, restart it, and count the events a read_committed consumer read twice or never")
-	messages := flag.Bool("messages", false, "instead: events as outbox rows against events as logical decoding messages, the writer's commits/s and WAL per event, and a backlog (-backlog) drained of each")
-	writes := flag.Int("writes", 20000, "with -messages: events written in each writer run, one per transaction")
-	writers := flag.Int("writers", 4, "with -messages: connections writing at once")
-	cleanupBench := flag.Bool("cleanup", false, "instead: a backlog (-backlog) drained under --cleanup none, delete-after-publish and mark, for what cleaning costs per event")
+	flag.DurationVar(&o.dur, "duration", 30*time.Second, "length of each latency run")
+	flag.StringVar(&o.out, "out", "bench-results", "directory for results.json and chart.svg")
+	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of outbox-cdc during the largest drain's first run to this file")
+	flag.BoolVar(&o.compare, "compare", false, "instead: outbox-cdc beside Debezium (and the bare reader's latency ceiling) on one Postgres and broker, -runs rounds, order rotated each round (two alternate)")
+	flag.StringVar(&o.contenders, "contenders", "outbox-cdc,debezium", "with -compare: the relays compared: outbox-cdc (outbox-cdc+--flag=value+name:LABEL adds flags and names the variant), debezium (Kafka Connect standalone), debezium-eos (Kafka Connect distributed, exactly-once source support)")
+	flag.StringVar(&o.loads, "loads", "1000x1,3000x1,5000x1,1000x10", "with -compare: steady loads, TXPERSECxROWS")
+	flag.DurationVar(&o.phase, "phase", 20*time.Second, "with -compare: length of each steady load")
+	flag.IntVar(&o.backlog, "backlog", 100000, "with -compare: backlog drained by each relay")
+	flag.StringVar(&o.relayArgs, "relay-args", "", "with -compare: extra outbox-cdc flags, space-separated (for tuning)")
+	flag.IntVar(&o.types, "aggregate-types", 3, "with -compare: aggregate types the events are spread over, each routed to a topic of its own (3 partitions each)")
+	flag.BoolVar(&o.ceiling, "ceiling", true, "with -compare: also measure the bare reader's latency ceiling at each load")
+	flag.BoolVar(&o.killDups, "kill-dups", true, "with -compare: also kill each relay with SIGKILL under 1000 tx/s × 1 for 10 s, each round, restart it, and count the events a read_committed consumer read twice or never")
+	flag.BoolVar(&o.messages, "messages", false, "instead: events as outbox rows against events as logical decoding messages, the writer's commits/s and WAL per event, and a backlog (-backlog) drained of each")
+	flag.IntVar(&o.writes, "writes", 20000, "with -messages: events written in each writer run, one per transaction")
+	flag.IntVar(&o.writers, "writers", 4, "with -messages: connections writing at once")
+	flag.BoolVar(&o.cleanup, "cleanup", false, "instead: a backlog (-backlog) drained under --cleanup none, delete-after-publish and mark, for what cleaning costs per event")
 	flag.Parse()
-	ns, err := ints(*sizes)
-	if err != nil {
-		return fmt.Errorf("-sizes: %w", err)
+	var err error
+	if o.sizes, err = ints(*sizes); err != nil {
+		return o, fmt.Errorf("-sizes: %w", err)
 	}
-	rs, err := ints(*rates)
-	if err != nil {
-		return fmt.Errorf("-rates: %w", err)
+	if o.rates, err = ints(*rates); err != nil {
+		return o, fmt.Errorf("-rates: %w", err)
 	}
-	txs, err := ints(*txRows)
-	if err != nil {
-		return fmt.Errorf("-tx-rows: %w", err)
+	if o.txRows, err = ints(*txRows); err != nil {
+		return o, fmt.Errorf("-tx-rows: %w", err)
 	}
+	return o, nil
+}
 
+func run() error {
+	o, err := parseOptions()
+	if err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	root, err := testkit.Root()
@@ -92,8 +118,8 @@ func run() error {
 	}
 	defer os.RemoveAll(tmp)
 	b := &bench{relay: filepath.Join(tmp, "outbox-cdc"), tmp: tmp}
-	if *profile != "" {
-		if b.profile, err = filepath.Abs(*profile); err != nil {
+	if o.profile != "" {
+		if b.profile, err = filepath.Abs(o.profile); err != nil {
 			return err
 		}
 	}
@@ -118,29 +144,33 @@ func run() error {
 	}
 	defer b.db.Close(context.Background())
 
-	if *cleanupBench {
-		return b.runCleanup(ctx, *runs, *backlog, *out)
-	}
-	if *messages {
-		return b.runMessages(ctx, root, *runs, *writes, *writers, *backlog, *out)
-	}
-	if *compare {
-		if *types < 1 || *types > len(aggregateTypes) {
-			return fmt.Errorf("-aggregate-types %d: want 1 to %d", *types, len(aggregateTypes))
+	switch {
+	case o.cleanup:
+		return b.runCleanup(ctx, o.runs, o.backlog, o.out)
+	case o.messages:
+		return b.runMessages(ctx, root, o.runs, o.writes, o.writers, o.backlog, o.out)
+	case o.compare:
+		if o.types < 1 || o.types > len(aggregateTypes) {
+			return fmt.Errorf("-aggregate-types %d: want 1 to %d", o.types, len(aggregateTypes))
 		}
-		b.aggregateTypes = *types
-		ls, err := parseLoads(*loads)
+		b.aggregateTypes = o.types
+		ls, err := parseLoads(o.loads)
 		if err != nil {
 			return fmt.Errorf("-loads: %w", err)
 		}
-		cfg := compareConfig{Rounds: *runs, Loads: ls, Phase: *phase, Backlog: *backlog, Ceiling: *ceiling, KillDups: *killDups}
-		return b.runCompare(ctx, root, strings.Split(*contenders, ","), strings.Fields(*relayArgs), cfg, *out)
+		cfg := compareConfig{Rounds: o.runs, Loads: ls, Phase: o.phase, Backlog: o.backlog, Ceiling: o.ceiling, KillDups: o.killDups}
+		return b.runCompare(ctx, root, strings.Split(o.contenders, ","), strings.Fields(o.relayArgs), cfg, o.out)
 	}
+	return b.runDefault(ctx, o)
+}
 
-	rep := report{Machine: machine(), Command: "go run ./cmd/outbox-bench " + strings.Join(os.Args[1:], " "), Runs: *runs, Started: time.Now().UTC()}
-	for _, n := range ns {
-		for i := range *runs {
-			r, err := b.drain(ctx, n, i == 0 && n == ns[len(ns)-1])
+// runDefault is the scenarios run without -compare, -messages or -cleanup:
+// the drains, then the latencies, each -runs times, into one report.
+func (b *bench) runDefault(ctx context.Context, o options) error {
+	rep := report{Machine: machine(), Command: "go run ./cmd/outbox-bench " + strings.Join(os.Args[1:], " "), Runs: o.runs, Started: time.Now().UTC()}
+	for _, n := range o.sizes {
+		for i := range o.runs {
+			r, err := b.drain(ctx, n, i == 0 && n == o.sizes[len(o.sizes)-1])
 			if err != nil {
 				return fmt.Errorf("drain of %d, run %d: %w", n, i+1, err)
 			}
@@ -149,10 +179,10 @@ func run() error {
 			rep.Drains = append(rep.Drains, r)
 		}
 	}
-	for _, rate := range rs {
-		for _, tx := range txs {
-			for i := range *runs {
-				r, err := b.latency(ctx, rate, tx, *dur)
+	for _, rate := range o.rates {
+		for _, tx := range o.txRows {
+			for i := range o.runs {
+				r, err := b.latency(ctx, rate, tx, o.dur)
 				if err != nil {
 					return fmt.Errorf("latency at %d/s, %d rows per transaction, run %d: %w", rate, tx, i+1, err)
 				}
@@ -164,16 +194,16 @@ func run() error {
 	}
 	rep.summarize()
 	rep.print(os.Stdout)
-	if err := os.MkdirAll(*out, 0o755); err != nil {
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
 	}
-	if err := rep.writeJSON(filepath.Join(*out, "results.json")); err != nil {
+	if err := rep.writeJSON(filepath.Join(o.out, "results.json")); err != nil {
 		return err
 	}
-	if err := rep.writeSVG(filepath.Join(*out, "chart.svg")); err != nil {
+	if err := rep.writeSVG(filepath.Join(o.out, "chart.svg")); err != nil {
 		return err
 	}
-	fmt.Printf("\nwrote %s and %s\n", filepath.Join(*out, "results.json"), filepath.Join(*out, "chart.svg"))
+	fmt.Printf("\nwrote %s and %s\n", filepath.Join(o.out, "results.json"), filepath.Join(o.out, "chart.svg"))
 	return nil
 }
 
