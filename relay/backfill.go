@@ -67,14 +67,17 @@ func (r *Relay) prepareBackfilled(ctx context.Context, force bool) (pglogrepl.LS
 		entry.bt = r.newBackfillTxn()
 		cfg.Committed = entry.bt.committed
 	}
+	// Backfilling from here: Prepare may wait for another instance's
+	// backfill (its lock) as long as that runs, and the service manager's
+	// start-up timeout is extended meanwhile (sdnotify's EXTEND).
+	r.live.backfilling.Store(true)
+	defer r.live.backfilling.Store(false)
 	plan, err := backfill.Prepare(ctx, conn, cfg)
 	if err != nil {
 		return 0, err
 	}
 	defer plan.Close()
 	if plan.Due() {
-		r.live.backfilling.Store(true)
-		defer r.live.backfilling.Store(false)
 		var in backfill.Entry = entry
 		if entry.bt != nil {
 			in = committingEntry{entry}

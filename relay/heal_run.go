@@ -25,7 +25,7 @@ func (r *Relay) heal(ctx context.Context, conn *pgx.Conn, cause slot.Loss, befor
 	cfg := backfill.Config{
 		URL: r.cfg.PostgresURL, Target: r.target, Specs: specs, Heal: true,
 		ConfirmInterval: r.cfg.Stream.ConfirmInterval, DrainTimeout: r.cfg.Stream.DrainTimeout,
-		Logger: r.log, Progress: r.metrics.Backfill, CommitInterval: max(r.cfg.Delivery.TransactionInterval, backfillCommitInterval),
+		Logger: r.log, Progress: r.backfillProgress, CommitInterval: max(r.cfg.Delivery.TransactionInterval, backfillCommitInterval),
 		CleanGap: true,
 		BeforeCreate: func(ctx context.Context) error {
 			if !before.Unfinished() {
@@ -41,6 +41,11 @@ func (r *Relay) heal(ctx context.Context, conn *pgx.Conn, cause slot.Loss, befor
 		entry.bt.heal = true
 		cfg.Committed = entry.bt.committed
 	}
+	// Healing from here, the wait for another instance's heal (its lock)
+	// included: the start-up timeout is extended meanwhile, and a
+	// standby's poll is not watched.
+	r.live.backfilling.Store(true)
+	defer r.live.backfilling.Store(false)
 	plan, err := backfill.Prepare(ctx, conn, cfg)
 	if err != nil {
 		return 0, err
@@ -64,8 +69,6 @@ func (r *Relay) heal(ctx context.Context, conn *pgx.Conn, cause slot.Loss, befor
 		r.log.Info("the slot was healed already (by another instance, or by a heal cut short once its rows were published): streaming it", slog.String("slot", r.target.Slot))
 		return r.healed(ctx, conn)
 	}
-	r.live.backfilling.Store(true)
-	defer r.live.backfilling.Store(false)
 	var in backfill.Entry = entry
 	if entry.bt != nil {
 		in = committingEntry{entry}

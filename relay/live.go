@@ -24,11 +24,17 @@ type live struct {
 	stream    atomic.Pointer[replication.Stream]
 	streaming atomic.Bool
 	writer    atomic.Pointer[sink.Writer] // the session's
-	// backfilling is set while --backfill-where's rows are published,
-	// before streaming.
+	// backfilling is set while --backfill-where's rows or a heal's are
+	// published before streaming, and while waiting for another
+	// instance's backfill or heal to end (their lock).
 	backfilling atomic.Bool
 	// standingBy is set while another process streams the slot.
 	standingBy atomic.Bool
+	// preparing is set while a round readies the next session (reprepare:
+	// connecting, waiting for a heal's or a backfill's lock, healing):
+	// the standby's poll is not watched meanwhile, since that work is not
+	// a poll and can outlast the watchdog's interval as it should.
+	preparing atomic.Bool
 	last       atomic.Uint64 // confirmed position of the last session
 	// polled is when the standby last polled the slot (a watchdog's
 	// loop), and backfill the backfill's latest progress (the status).

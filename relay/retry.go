@@ -85,7 +85,9 @@ func (r *Relay) reconnect(ctx context.Context, start pglogrepl.LSN, prepared err
 		case <-ctx.Done():
 			return nil
 		}
+		r.live.preparing.Store(true)
 		start, err = r.reprepare(ctx, standby) // a failure is judged above, as the session's
+		r.live.preparing.Store(false)
 	}
 }
 

@@ -42,7 +42,7 @@ func (r *Relay) report(ctx context.Context, now time.Time, rate *eventRate) sdno
 		}
 	}
 	standingBy := l.standingBy.Load()
-	if at, ok := l.polled.last(); ok && standingBy {
+	if at, ok := l.polled.last(); ok && standingBy && !l.preparing.Load() && !l.backfilling.Load() {
 		rep.Loops = append(rep.Loops, sdnotify.Loop{Name: "the standby's poll of the slot", At: at, Sleep: standbyPoll})
 	}
 	perSecond := rate.sample(now, r.metrics.Published())

@@ -133,3 +133,30 @@ func TestStandbyWatchdog(t *testing.T) {
 		}
 	})
 }
+
+// TestStandbyHealingIsNotAStall: a standby whose next round heals the slot,
+// or waits for another instance's heal or backfill (backfilling), stops
+// polling meanwhile; that is no stall, and the pings go on.
+func TestStandbyHealingIsNotAStall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := &notes{begun: time.Now()}
+		r, err := New(notifyConfig(), WithNotifier(n, 4*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		stop := r.tell(ctx)
+		r.live.polled.now()
+		r.live.standingBy.Store(true)
+		time.Sleep(3 * time.Second)
+		r.live.backfilling.Store(true) // the round heals, for 30 s
+		pinged := len(n.with("WATCHDOG=1"))
+		time.Sleep(30 * time.Second)
+		if got := len(n.with("WATCHDOG=1")) - pinged; got < 14 {
+			t.Errorf("%d pings in 30 s of a standby's heal, want one every 2 s: %q", got, n.with("stalled"))
+		}
+		cancel()
+		time.Sleep(time.Second)
+		stop()
+	})
+}
