@@ -333,6 +333,12 @@ func (s *Stream) copyData(ctx context.Context, data []byte, handle Handler) erro
 	return nil
 }
 
+// statusWriteTimeout bounds the write of one status update (39 bytes): a
+// server that has not taken them in 10 s has stopped reading. It stays
+// well inside the systemd unit's WatchdogSec (30 s), so that a write the
+// relay gives up on by itself is not also a watchdog's kill.
+const statusWriteTimeout = 10 * time.Second
+
 // sendStatus reports the confirmed position as flushed and applied. The
 // flush position is always set explicitly: pglogrepl would copy the write
 // position into a zero flush position.
@@ -342,9 +348,10 @@ func (s *Stream) sendStatus(replyRequested bool) error {
 	if flushed == 0 {
 		write = 0
 	}
-	// A status update that cannot be written within ReceiveTimeout (the
-	// server stopped reading) ends the session, as silence does.
-	ctx, cancel := context.WithTimeout(context.Background(), s.receiveTimeout())
+	// A status update that cannot be written within statusWriteTimeout
+	// (or ReceiveTimeout, when shorter) ends the session, as silence
+	// does: the server stopped reading.
+	ctx, cancel := context.WithTimeout(context.Background(), min(s.receiveTimeout(), statusWriteTimeout))
 	defer cancel()
 	err := s.conn.SendStandbyStatusUpdate(ctx, pglogrepl.StandbyStatusUpdate{
 		WALWritePosition: write,

@@ -88,6 +88,10 @@ func TestSystemdUnitsFitTheRelay(t *testing.T) {
 		"Service.ExecStart": "/usr/bin/outbox-cdc run --config /etc/outbox-cdc/outbox-cdc.yaml",
 		// A usage error (exit 2) is a setting to fix: restarting cannot help.
 		"Service.RestartPreventExitStatus": "2",
+		// But the Go runtime also exits 2 on a panic, a fatal error and
+		// the watchdog's SIGABRT, unless GOTRACEBACK=crash makes it die by
+		// the signal: without it, a hung or crashed relay stays down.
+		"Service.Environment": "GOTRACEBACK=crash", "Service.LimitCORE": "0",
 	} {
 		if got := u.one(t, key); got != want {
 			t.Errorf("%s=%s, want %s", key, got, want)
