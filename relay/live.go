@@ -35,7 +35,7 @@ type live struct {
 	// the standby's poll is not watched meanwhile, since that work is not
 	// a poll and can outlast the watchdog's interval as it should.
 	preparing atomic.Bool
-	last       atomic.Uint64 // confirmed position of the last session
+	last      atomic.Uint64 // confirmed position of the last session
 	// polled is when the standby last polled the slot (a watchdog's
 	// loop), and backfill the backfill's latest progress (the status).
 	polled   beat
