@@ -69,10 +69,12 @@ test-cluster:
 # a while, 20 kill -9 under load), a kill -9 under --cleanup that has
 # failed under heavy load (see TestCleanupDeleteAfterPublish), and
 # exactly-once delivery's (20 kill -9, a frozen instance's takeover, a
-# million-row transaction killed half-way): make test skips them; .ci/run
-# runs them after make test (about 4 minutes).
+# million-row transaction killed half-way), and a lost slot's heals (a
+# failover, a restore, exactly-once, two instances racing) and the
+# watchdog's frozen replication loop: make test skips them; .ci/run runs
+# them after make test (about 6 minutes).
 test-faults: setup-tests
-	OUTBOX_CDC_TEST_FAULTS=1 $(GO) test -race -count=1 -timeout 8m -run 'TestBrokerOutage|TestRepeatedCrashes|TestCleanupDeleteAfterPublish$$|TestExactlyOnce' ./test/integration/
+	OUTBOX_CDC_TEST_FAULTS=1 $(GO) test -race -count=1 -timeout 12m -run 'TestBrokerOutage|TestRepeatedCrashes|TestCleanupDeleteAfterPublish$$|TestExactlyOnce|TestSlotHeal|TestSlotRecorded|TestWatchdogStops' ./test/integration/
 
 # The tests whose outcome can depend on the PostgreSQL version (slots,
 # pgoutput, snapshots, failover slots, TLS, the backfill's SQL), on every other
@@ -80,9 +82,10 @@ test-faults: setup-tests
 # where their SQL or slots change: the cutover and the backfill's snapshot
 # (pg_current_snapshot and friends, the same since 13) on 18 beside 15;
 # the failover (failover slots from 17) on 17 and 18 beside 15's older
-# path. About 2 minutes on 18, 1 on 14, 16 and 17; .ci/run runs it.
+# path. The heal after max_slot_wal_keep_size reads why the slot was lost
+# (invalidation_reason from 17, wal_status before) on each. About 2 minutes on 18, 1 on 14, 16 and 17; .ci/run runs it.
 MATRIX ?= 14 16 17 18
-CORE := TestEndToEnd|TestMessages$$|TestLeastPrivilegeRole|TestStartupErrors|TestSlotFailoverByVersion|TestSlotInvalidated|TestFailover|TestSchemaChanges|TestCutover$$|TestPostgresTLS|TestRestartAfterSIGTERM|TestBackfillWhereRunsNothing|TestBackfillResumeReadsItsSnapshot|TestRenameUnderLoad
+CORE := TestEndToEnd|TestMessages$$|TestSlotHealAfterWALRemoved|TestLeastPrivilegeRole|TestStartupErrors|TestSlotFailoverByVersion|TestSlotInvalidated|TestFailover|TestSchemaChanges|TestCutover$$|TestPostgresTLS|TestRestartAfterSIGTERM|TestBackfillWhereRunsNothing|TestBackfillResumeReadsItsSnapshot|TestRenameUnderLoad
 SLOW_SNAPSHOT := TestCutover|TestBackfillResumeReadsItsSnapshot
 test-matrix: setup-tests
 	set -e; for v in $(MATRIX); do \

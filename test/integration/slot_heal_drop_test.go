@@ -13,6 +13,7 @@ import (
 // are within the heal's rows, the table empties, and the counter counts
 // the heal.
 func TestSlotHealAfterDropWhileStreaming(t *testing.T) {
+	slowFault(t) // make test-faults (and .ci/run) runs it: make test stays under 10 minutes
 	o := newOutbox(t, "healdrop", defaultColumns)
 	r := startRelay(t, o.args(healArgs...)...)
 	prior := len(r.heals(t)) // a first start is not a loss; if it logs a heal, that one is not the drop's

@@ -219,6 +219,7 @@ func (p *walProxy) asked() int64 {
 // and says in its status which loop stalled. The process itself is
 // alive: it is the loop the watchdog watches.
 func TestWatchdogStopsWhenReplicationStalls(t *testing.T) {
+	slowFault(t) // make test-faults (and .ci/run) runs it: make test stays under 10 minutes
 	const watchdog = time.Second
 	o := newOutbox(t, "sdstall", defaultColumns)
 	p, proxied := startWALProxy(t, pg.URL)
