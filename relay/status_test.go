@@ -98,15 +98,7 @@ func TestReportSaysWhatTheRelayDoes(t *testing.T) {
 // own sleep, the pings stop and the status says which loop stalled.
 func TestStandbyWatchdog(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n := &notes{begun: time.Now()}
-		r, err := New(notifyConfig(), WithNotifier(n, 4*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		stop := r.tell(ctx)
-		r.live.polled.now()
-		r.live.standingBy.Store(true)
+		r, n, cancel, stop := standingByWatched(t)
 		for range 10 { // a poll every 1.5 s for 15 s
 			time.Sleep(1500 * time.Millisecond)
 			r.live.polled.now()
@@ -139,15 +131,7 @@ func TestStandbyWatchdog(t *testing.T) {
 // polling meanwhile; that is no stall, and the pings go on.
 func TestStandbyHealingIsNotAStall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n := &notes{begun: time.Now()}
-		r, err := New(notifyConfig(), WithNotifier(n, 4*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		stop := r.tell(ctx)
-		r.live.polled.now()
-		r.live.standingBy.Store(true)
+		r, n, cancel, stop := standingByWatched(t)
 		time.Sleep(3 * time.Second)
 		r.live.backfilling.Store(true) // the round heals, for 30 s
 		pinged := len(n.with("WATCHDOG=1"))
@@ -159,4 +143,21 @@ func TestStandbyHealingIsNotAStall(t *testing.T) {
 		time.Sleep(time.Second)
 		stop()
 	})
+}
+
+// standingByWatched is a relay standing by (its poll just came round),
+// told to a notes notifier with a 4 s watchdog; cancel starts its stop,
+// stop waits for the notifier's watch to end.
+func standingByWatched(t *testing.T) (r *Relay, n *notes, cancel context.CancelFunc, stop func()) {
+	t.Helper()
+	n = &notes{begun: time.Now()}
+	r, err := New(notifyConfig(), WithNotifier(n, 4*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stop = r.tell(ctx)
+	r.live.polled.now()
+	r.live.standingBy.Store(true)
+	return r, n, cancel, stop
 }
