@@ -231,14 +231,15 @@ func (e *backfillEntry) open(ctx context.Context) error {
 	st := e.r.cfg.Stream
 	track := checkpoint.New(0, st.MaxInFlight, st.MaxInFlightBytes)
 	acks := &backfillAcks{track: track, done: map[checkpoint.Seq]func(){}}
-	var tx *transactional
+	var w writes = atLeastOnceWrites{}
 	if e.bt != nil {
-		var err error
-		if tx, err = e.bt.open(ctx); err != nil {
+		tx, err := e.bt.open(ctx)
+		if err != nil {
 			return err
 		}
+		w = tx
 	}
-	pub, err := e.r.newPublisher(ctx, acks, nil, tx)
+	pub, err := e.r.newPublisher(ctx, acks, nil, w)
 	if err != nil {
 		if e.bt != nil {
 			err = errors.Join(err, e.bt.end(true))

@@ -219,12 +219,11 @@ func (r *Relay) readHealFacts(ctx context.Context, conn *pgx.Conn, afterSession 
 // it holds rather than abandon it: with --on-slot-lost heal in
 // at-least-once, once the slot is dropped or invalidated, nothing replays
 // those events, and each one published and cleaned now is a row the heal
-// does not publish again. In exactly-once the session's open Kafka
-// transaction is aborted as on any loss (its rows stay unpublished and
-// uncleaned: the heal reads them once). A server that cannot be asked
-// (the likelier cause of a lost stream) is not judged gone.
-func (r *Relay) slotGoneForHeal(x *exactly) bool {
-	if !r.heals() || x != nil {
+// does not publish again (in exactly-once the session does not ask:
+// deliverer.drainsWhenSlotGone). A server that cannot be asked (the
+// likelier cause of a lost stream) is not judged gone.
+func (r *Relay) slotGoneForHeal() bool {
+	if !r.heals() {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), slotGoneTimeout)

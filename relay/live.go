@@ -20,7 +20,7 @@ import (
 // from any goroutine. Between sessions it keeps the last confirmed position.
 type live struct {
 	track     atomic.Pointer[checkpoint.Tracker]
-	exactly   atomic.Pointer[exactly] // the session's, in exactly-once: it says what is confirmed
+	position  atomic.Pointer[position] // the session's delivery's: it says what is confirmed
 	stream    atomic.Pointer[replication.Stream]
 	streaming atomic.Bool
 	writer    atomic.Pointer[sink.Writer] // the session's
@@ -42,9 +42,13 @@ type live struct {
 	backfill backfillShown
 }
 
-func (l *live) begin(t *checkpoint.Tracker, s *replication.Stream, x *exactly) {
+// position is how far a session's slot may be confirmed, readable from
+// any goroutine (deliverer.position).
+type position func() pglogrepl.LSN
+
+func (l *live) begin(t *checkpoint.Tracker, s *replication.Stream, confirmed position) {
 	l.track.Store(t)
-	l.exactly.Store(x)
+	l.position.Store(&confirmed)
 	l.stream.Store(s)
 	l.streaming.Store(true)
 	l.standingBy.Store(false)
@@ -52,11 +56,9 @@ func (l *live) begin(t *checkpoint.Tracker, s *replication.Stream, x *exactly) {
 
 func (l *live) end() {
 	l.streaming.Store(false)
-	if t := l.track.Swap(nil); t != nil {
-		l.last.Store(uint64(t.Confirmed()))
-	}
-	if x := l.exactly.Swap(nil); x != nil {
-		l.last.Store(x.committed.Load())
+	l.track.Store(nil)
+	if p := l.position.Swap(nil); p != nil {
+		l.last.Store(uint64((*p)()))
 	}
 	l.stream.Store(nil)
 }
@@ -69,11 +71,8 @@ func (l *live) inFlight() (int, int64) {
 }
 
 func (l *live) confirmed() pglogrepl.LSN {
-	if x := l.exactly.Load(); x != nil {
-		return pglogrepl.LSN(x.committed.Load()) // may lag Confirmed a little: moved on the receive loop only
-	}
-	if t := l.track.Load(); t != nil {
-		return t.Confirmed()
+	if p := l.position.Load(); p != nil {
+		return (*p)()
 	}
 	return pglogrepl.LSN(l.last.Load())
 }

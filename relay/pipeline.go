@@ -22,11 +22,30 @@ type pipeline struct {
 	track *checkpoint.Tracker
 	pub   *sink.Writer
 	clean *cleanup.Cleaner // nil without --cleanup
-	ex    *exactly         // nil in at-least-once
+	gate  txnGate          // the delivery mode's
 
 	// The event being handed over when the last call was interrupted by a
 	// status deadline; the next call, with the same message, resumes it.
 	pending *pendingEvent
+}
+
+// txnGate is what the pipeline asks of the delivery mode at the edges of a
+// Postgres transaction (exactly-once: exactly's gate, which a Kafka commit
+// takes between two Postgres transactions; at-least-once: nothing).
+type txnGate interface {
+	// skips reports whether Kafka holds already the events of the
+	// transaction committed at commit (standalone: of the
+	// non-transactional message whose record ends at commit).
+	skips(commit pglogrepl.LSN, standalone bool) bool
+	// enter admits the transaction being handed over, waiting for a
+	// commit under way; a transaction entered already passes.
+	enter(ctx context.Context) error
+	// handing counts an event of the entered transaction, before it is
+	// reserved.
+	handing(ev *decode.Event)
+	// leave says the transaction entered ended at end: all its events
+	// are handed over.
+	leave(end pglogrepl.LSN)
 }
 
 type pendingEvent struct {
@@ -34,7 +53,7 @@ type pendingEvent struct {
 	invalid  *decode.InvalidRowError // a row that did not decode: dead-lettered instead
 	seq      checkpoint.Seq
 	reserved bool
-	counted  bool // exactly-once: counted as handed over (exactly.handing)
+	counted  bool // counted as handed over (txnGate.handing)
 	// standalone is the end of a non-transactional message's own
 	// transaction, committed once the event is handed over; 0 otherwise.
 	standalone pglogrepl.LSN
@@ -65,9 +84,7 @@ func (p *pipeline) handle(ctx context.Context, _ pglogrepl.LSN, data []byte) err
 			return nil
 		case res.Kind == decode.KindCommit:
 			p.track.Commit(res.End)
-			if p.ex != nil {
-				p.ex.leave(res.End)
-			}
+			p.gate.leave(res.End)
 			return nil
 		case res.Kind == decode.KindHeartbeat:
 			p.track.ConfirmIdle(res.End)
@@ -87,16 +104,16 @@ func (p *pipeline) handle(ctx context.Context, _ pglogrepl.LSN, data []byte) err
 	return p.hand(ctx)
 }
 
-// skipped drops the pending event when exactly-once's checkpoint says
-// Kafka holds its transaction already, closing the transaction of a
-// non-transactional message.
+// skipped drops the pending event when the delivery mode says Kafka holds
+// its transaction already (exactly-once's checkpoint), closing the
+// transaction of a non-transactional message.
 func (p *pipeline) skipped() bool {
 	pe := p.pending
 	commit := pe.ev.CommitLSN
 	if pe.invalid != nil {
 		commit = pe.invalid.CommitLSN
 	}
-	if p.ex == nil || !p.ex.skips(commit, pe.standalone != 0) {
+	if !p.gate.skips(commit, pe.standalone != 0) {
 		return false
 	}
 	if p.clean != nil && pe.row() != nil {
@@ -110,19 +127,20 @@ func (p *pipeline) skipped() bool {
 	return true
 }
 
-// enter takes exactly-once's gate for pe's transaction and counts pe, once.
+// enter takes the delivery mode's gate for pe's transaction and counts
+// pe, once.
 func (p *pipeline) enter(ctx context.Context, pe *pendingEvent) error {
-	if p.ex == nil || pe.counted {
+	if pe.counted {
 		return nil
 	}
-	if err := p.ex.enter(ctx); err != nil {
+	if err := p.gate.enter(ctx); err != nil {
 		return err
 	}
 	ev := &pe.ev
 	if pe.invalid != nil {
 		ev = &decode.Event{CommitLSN: pe.invalid.CommitLSN, Xid: pe.invalid.Xid}
 	}
-	p.ex.handing(ev)
+	p.gate.handing(ev)
 	pe.counted = true
 	return nil
 }
@@ -147,9 +165,7 @@ func (p *pipeline) hand(ctx context.Context) error {
 	p.pending = nil
 	if pe.standalone != 0 {
 		p.track.Commit(pe.standalone)
-		if p.ex != nil {
-			p.ex.leave(pe.standalone)
-		}
+		p.gate.leave(pe.standalone)
 	}
 	return nil
 }

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/outbox-cdc/outbox-cdc/checkpoint"
 	"github.com/outbox-cdc/outbox-cdc/cleanup"
-	"github.com/outbox-cdc/outbox-cdc/producer"
 	"github.com/outbox-cdc/outbox-cdc/sink"
 )
 
@@ -27,20 +27,22 @@ type publisher struct {
 // backfill's entry, which also tells the row's done).
 type acker interface{ Ack(seq checkpoint.Seq) }
 
-// transactional is what makes a publisher's writer transactional
-// (exactly-once): its producer, with a transaction begun, and the
-// checkpoint writer of that producer, whose partition each transaction
-// adds with its first. paced: requests wait for the transaction interval
-// (Delivery.pacing), as the stream's do.
-type transactional struct {
-	txn   *producer.Txn
-	ckpt  *checkpoint.Writer
-	paced bool
+// writes is what the delivery mode makes of a publisher's writer
+// (atLeastOnceWrites, transactional).
+type writes interface {
+	// transaction makes the writer transactional; nil: it is not.
+	transaction() sink.Transaction
+	// batchTimeout is the writer's batch timeout, given --batch-timeout.
+	batchTimeout(d Delivery, t time.Duration) time.Duration
+	// rowAcked takes the acknowledgement of token's event, whose row
+	// --cleanup deletes or marks (c), and has ack called for it.
+	rowAcked(c *cleanup.Cleaner, token uint64, reason string, ack func(uint64))
 }
 
-// hold, when set, may delay each produce request (see stallGuard).
-// tx, when set, makes the writer transactional (exactly-once).
-func (r *Relay) newPublisher(ctx context.Context, track acker, hold func(context.Context), tx *transactional) (*publisher, error) {
+// newPublisher returns a publisher whose acknowledgements reach track,
+// written as w says. hold, when set, may delay each produce request (see
+// stallGuard).
+func (r *Relay) newPublisher(ctx context.Context, track acker, hold func(context.Context), w writes) (*publisher, error) {
 	cfg := r.cfg
 	p := &publisher{failed: make(chan error, 1)}
 	ack := func(seq uint64) { track.Ack(checkpoint.Seq(seq)) }
@@ -56,20 +58,13 @@ func (r *Relay) newPublisher(ctx context.Context, track acker, hold func(context
 		dlq = cfg.Topics.DeadLetterTopic
 	}
 	pc := cfg.Producer
-	var txn *producer.Txn
-	var sinkTxn sink.Transaction
-	if tx != nil {
-		txn, sinkTxn = tx.txn, withCheckpoint{Txn: tx.txn, topic: tx.ckpt.Topic(), partition: tx.ckpt.Partition()}
-		if tx.paced {
-			pc.BatchTimeout = cfg.Delivery.pacing(pc.BatchTimeout)
-		}
-	}
+	pc.BatchTimeout = w.batchTimeout(cfg.Delivery, pc.BatchTimeout)
 	p.writer = sink.NewWriter(sink.Config{
 		Brokers: cfg.Kafka.Brokers, Topic: r.admit.Default, Topics: r.admit.Routes, Reserved: r.admit.Reserved, BatchSize: pc.BatchSize, BatchTimeout: pc.BatchTimeout, MaxInFlightRequests: pc.MaxInFlightRequests, Compression: sink.Codec(pc.Compression),
 		MaxMessageBytes: pc.MaxMessageBytes, CreateTopics: cfg.Topics.Create, TopicSpec: cfg.Defaults.Route.Spec,
 		AutoCreateTopics: cfg.Topics.AutoCreate, MetadataMaxAge: pc.MetadataMaxAge, MissingTopicTimeout: pc.MissingTopicTimeout,
 		DeadLetterTopic: dlq, Envelope: pc.Envelope, ConnectExpandPayload: pc.ConnectExpandPayload, CloudEventsSource: pc.CloudEventsSource, MetadataHeaders: pc.MetadataHeaders,
-		Timestamp: pc.Timestamp, Contracts: r.contract, Registry: r.registry, Security: r.security, Observer: r.metrics, Logger: r.log, Hold: hold, Transaction: sinkTxn,
+		Timestamp: pc.Timestamp, Contracts: r.contract, Registry: r.registry, Security: r.security, Observer: r.metrics, Logger: r.log, Hold: hold, Transaction: w.transaction(),
 	}, func(token uint64, reason string, err error) {
 		switch {
 		case err != nil:
@@ -77,13 +72,8 @@ func (r *Relay) newPublisher(ctx context.Context, track acker, hold func(context
 			case p.failed <- err:
 			default:
 			}
-		case p.cleaner != nil && txn != nil:
-			// Acked now, for the commit and the window; the row is cleaned
-			// once the commit is made (exactly.commit releases it).
-			p.cleaner.Hold(token, reason)
-			ack(token)
 		case p.cleaner != nil:
-			p.cleaner.Done(token, reason) // acks once the row is deleted or marked
+			w.rowAcked(p.cleaner, token, reason, ack)
 		default:
 			ack(token)
 		}

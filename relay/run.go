@@ -48,15 +48,8 @@ func (r *Relay) run(ctx context.Context) error {
 			log.Info("created the dead-letter topic", slog.String("topic", t.DeadLetterTopic), slog.String("spec", cfg.Defaults.Route.Spec.String()))
 		}
 	}
-	if cfg.Delivery.Exactly() {
-		if err := r.ensureCheckpointTopic(ctx); err != nil {
-			return err
-		}
-		log.Info("delivery", slog.String("mode", cfg.Delivery.String()))
-		if r.backfilled() && cfg.BackfillForce {
-			log.Warn("exactly-once: --backfill-force publishes again rows the slot streams, at least once " +
-				"(consumers drop them by the id header)")
-		}
+	if err := r.mode().ready(ctx, r); err != nil {
+		return err
 	}
 	if cfg.Cleanup != cleanup.None {
 		// Before a slot is created: a table that cannot be cleaned is a
