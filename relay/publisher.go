@@ -34,7 +34,7 @@ type acker interface{ Ack(seq checkpoint.Seq) }
 // (Delivery.pacing), as the stream's do.
 type transactional struct {
 	txn   *producer.Txn
-	ckpt  *checkpoint.Writer
+	ckpt  *producer.CheckpointWriter
 	paced bool
 }
 
