@@ -10,11 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/segmentio/kafka-go"
-	"github.com/segmentio/kafka-go/protocol"
-
-	"github.com/outbox-cdc/outbox-cdc/checkpoint"
 	"github.com/outbox-cdc/outbox-cdc/internal/checklist"
+	"github.com/outbox-cdc/outbox-cdc/producer"
 	"github.com/outbox-cdc/outbox-cdc/relay"
 	"github.com/outbox-cdc/outbox-cdc/sink"
 )
@@ -28,52 +25,32 @@ import (
 
 // transactionAPIs are the requests a transactional producer sends, in the
 // order it sends them.
-var transactionAPIs = []protocol.ApiKey{protocol.FindCoordinator, protocol.InitProducerId, protocol.AddPartitionsToTxn, protocol.EndTxn}
+var transactionAPIs = []producer.APIKey{producer.APIFindCoordinator, producer.APIInitProducerID, producer.APIAddPartitionsToTxn, producer.APIEndTxn}
 
 // apiListTransactions is ListTransactions (KIP-664), which brokers answer
 // from Kafka 3.0: the release from which WRITE on a topic is enough for an
 // idempotent producer (KIP-679), instead of IDEMPOTENT_WRITE on the cluster.
-const apiListTransactions = 66
+const apiListTransactions = producer.APIListTransactions
 
 // transactionStateLog is the internal topic transaction coordinators keep
 // their state in; the first FindCoordinator for a transactional id creates it.
-const transactionStateLog = "__transaction_state"
+const transactionStateLog = producer.TransactionStateLog
 
 // Broker configs check reads for exactly-once.
 const (
-	cfgStateLogRF      = "transaction.state.log.replication.factor"
-	cfgStateLogMinISR  = "transaction.state.log.min.isr"
-	cfgTxnMaxTimeoutMs = "transaction.max.timeout.ms"
+	cfgStateLogRF      = producer.ConfigStateLogRF
+	cfgStateLogMinISR  = producer.ConfigStateLogMinISR
+	cfgTxnMaxTimeoutMs = producer.ConfigTxnMaxTimeoutMs
 )
 
-// txnFacts is what check reads from the brokers for exactly-once; the
-// judge* functions turn it into items.
+// txnFacts is what check reads from the brokers for exactly-once
+// (producer.Cluster's ReadTxnSupport and TransactionalIDACLs); the judge*
+// functions turn it into items.
 type txnFacts struct {
-	bootstrap  string // a broker, for the commands in fixes
-	brokers    int
-	versions   map[protocol.ApiKey]int // the highest version every broker answers; absent: some broker lacks the API
-	versionErr error
-	configs    map[string]int // the brokers' transaction configs, the strictest value among them; absent: unknown
-	configErr  error
-	stateLog   topicFacts
-	checkpoint topicFacts
-	acls       []aclEntry // the ACLs whose pattern matches the transactional id
-	aclErr     error
-}
-
-// topicFacts is what metadata and configs say of one topic.
-type topicFacts struct {
-	exists               bool
-	partitions, replicas int
-	policy               string // cleanup.policy, read for the checkpoint topic only
-	policyErr            error
-}
-
-// aclEntry is one ACL of a TransactionalId resource.
-type aclEntry struct {
-	principal string
-	op        kafka.ACLOperationType
-	allow     bool
+	producer.TxnSupport
+	bootstrap string         // a broker, for the commands in fixes
+	acls      []producer.ACL // the ACLs whose pattern matches the transactional id
+	aclErr    error
 }
 
 // checkExactly is check's items for --delivery exactly-once (none for
@@ -85,18 +62,15 @@ func checkExactly(ctx context.Context, cfg relay.Config, sec sink.Security) []ch
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	client := sec.Client(cfg.Kafka.Brokers)
-	client.Timeout = 10 * time.Second
-	if t, ok := client.Transport.(*kafka.Transport); ok {
-		defer t.CloseIdleConnections()
-	}
-	md, err := client.Metadata(ctx, &kafka.MetadataRequest{})
+	cluster := producer.Connect(sec, cfg.Kafka.Brokers, 10*time.Second)
+	defer cluster.Close()
+	support, err := cluster.ReadTxnSupport(ctx, cfg.Delivery.CheckpointTopic)
 	if err != nil {
 		return []checklist.Item{{Name: "exactly-once", Status: checklist.Skip, Detail: "not checked: kafka cannot be reached"}}
 	}
 	id := cfg.TransactionalID(systemID(ctx, cfg.PostgresURL))
-	f := readTxnFacts(ctx, client, md, cfg.Delivery.CheckpointTopic, id)
-	f.bootstrap = cfg.Kafka.Brokers[0]
+	f := txnFacts{TxnSupport: support, bootstrap: cfg.Kafka.Brokers[0]}
+	f.acls, f.aclErr = cluster.TransactionalIDACLs(ctx, id)
 	d := cfg.Delivery
 	return []checklist.Item{
 		judgeAPIs(f),
@@ -109,7 +83,7 @@ func checkExactly(ctx context.Context, cfg relay.Config, sec sink.Security) []ch
 
 // setupCheckpointTopic is the checkpoint topic setup creates with
 // exactly-once, as run does. Its Spec says what matters to an operator;
-// checkpoint.EnsureTopic also sets the segment size and min.insync.replicas.
+// producer.Cluster.EnsureCheckpointTopic also sets the segment size and min.insync.Replicas.
 func setupCheckpointTopic(cfg relay.Config) []Topic {
 	if !cfg.Delivery.Exactly() || len(cfg.Kafka.Brokers) == 0 {
 		return nil
@@ -120,17 +94,15 @@ func setupCheckpointTopic(cfg relay.Config) []Topic {
 }
 
 // ensureTopic creates t unless it exists: exactly-once's checkpoint topic
-// as run does (checkpoint.EnsureTopic: compacted; an existing one that is
+// as run does (producer.Cluster.EnsureCheckpointTopic: compacted; an existing one that is
 // not is refused), any other as sink.EnsureTopic does.
 func ensureTopic(ctx context.Context, cfg relay.Config, sec sink.Security, t Topic) (bool, error) {
 	if !cfg.Delivery.Exactly() || t.Name != cfg.Delivery.CheckpointTopic {
 		return sink.EnsureTopic(ctx, cfg.Kafka.Brokers, sec, t.Name, t.Spec)
 	}
-	client := sec.Client(cfg.Kafka.Brokers)
-	if tr, ok := client.Transport.(*kafka.Transport); ok {
-		defer tr.CloseIdleConnections()
-	}
-	created, err := checkpoint.EnsureTopic(ctx, client, t.Name, cfg.Delivery.CheckpointReplicationFactor)
+	cluster := producer.Connect(sec, cfg.Kafka.Brokers, 0)
+	defer cluster.Close()
+	created, err := cluster.EnsureCheckpointTopic(ctx, t.Name, cfg.Delivery.CheckpointReplicationFactor)
 	if err != nil {
 		return false, fmt.Errorf("checkpoint topic %s: %w", t.Name, err)
 	}
@@ -138,7 +110,7 @@ func ensureTopic(ctx context.Context, cfg relay.Config, sec sink.Security, t Top
 }
 
 // apiNames lists APIs with their versions, "InitProducerId v4, …".
-func apiNames(keys []protocol.ApiKey, versions map[protocol.ApiKey]int) string {
+func apiNames(keys []producer.APIKey, versions map[producer.APIKey]int) string {
 	var out []string
 	for _, k := range keys {
 		if v, ok := versions[k]; ok {
@@ -151,25 +123,25 @@ func apiNames(keys []protocol.ApiKey, versions map[protocol.ApiKey]int) string {
 }
 
 // missingAPIs are those of keys that versions lacks.
-func missingAPIs(keys []protocol.ApiKey, versions map[protocol.ApiKey]int) []protocol.ApiKey {
-	return slices.DeleteFunc(slices.Clone(keys), func(k protocol.ApiKey) bool { _, ok := versions[k]; return ok })
+func missingAPIs(keys []producer.APIKey, versions map[producer.APIKey]int) []producer.APIKey {
+	return slices.DeleteFunc(slices.Clone(keys), func(k producer.APIKey) bool { _, ok := versions[k]; return ok })
 }
 
 // judgeAPIs: every broker answers the requests of a transactional
 // producer; InitProducerId v3 (Kafka 2.5) lets it bump its epoch (KIP-360).
 func judgeAPIs(f txnFacts) checklist.Item {
 	const name = "transaction support"
-	if f.versionErr != nil {
-		return checklist.Item{Name: name, Status: checklist.Warn, Detail: "could not read the brokers' API versions: " + checklist.OneLine(f.versionErr),
+	if f.VersionErr != nil {
+		return checklist.Item{Name: name, Status: checklist.Warn, Detail: "could not read the brokers' API versions: " + checklist.OneLine(f.VersionErr),
 			Fix: "exactly-once needs FindCoordinator, InitProducerId, AddPartitionsToTxn and EndTxn on every broker (Kafka 2.5 or later)"}
 	}
-	if missing := missingAPIs(transactionAPIs, f.versions); len(missing) > 0 {
+	if missing := missingAPIs(transactionAPIs, f.Versions); len(missing) > 0 {
 		return checklist.Item{Name: name, Status: checklist.Fail,
 			Detail: fmt.Sprintf("not every broker answers %s: no transactions on this cluster", apiNames(missing, nil)),
 			Fix:    "upgrade the brokers to Kafka 2.5 or later, or use --delivery at-least-once"}
 	}
-	detail := fmt.Sprintf("%s on every broker (%d)", apiNames(transactionAPIs, f.versions), f.brokers)
-	if v := f.versions[protocol.InitProducerId]; v < 3 {
+	detail := fmt.Sprintf("%s on every broker (%d)", apiNames(transactionAPIs, f.Versions), f.Brokers)
+	if v := f.Versions[producer.APIInitProducerID]; v < 3 {
 		return checklist.Item{Name: name, Status: checklist.Warn,
 			Detail: detail + fmt.Sprintf("; InitProducerId below v3 (Kafka before 2.5) cannot bump an epoch (KIP-360): "+
 				"a transaction the coordinator aborts, or a lost producer id, fences the relay, which restarts from its checkpoint"),
@@ -183,33 +155,33 @@ func judgeAPIs(f txnFacts) checklist.Item {
 // broker count means it is never created, so no coordinator ever starts.
 func judgeStateLog(f txnFacts) checklist.Item {
 	const name = "transaction state log"
-	rf, minISR := f.configs[cfgStateLogRF], f.configs[cfgStateLogMinISR]
+	rf, minISR := f.Configs[cfgStateLogRF], f.Configs[cfgStateLogMinISR]
 	var detail string
 	switch {
-	case f.stateLog.exists:
-		rf = f.stateLog.replicas
-		detail = fmt.Sprintf("%s exists, %d partitions, replication factor %d", transactionStateLog, f.stateLog.partitions, rf)
-	case f.configErr != nil || rf == 0:
+	case f.StateLog.Exists:
+		rf = f.StateLog.Replicas
+		detail = fmt.Sprintf("%s exists, %d partitions, replication factor %d", transactionStateLog, f.StateLog.Partitions, rf)
+	case f.ConfigErr != nil || rf == 0:
 		why := "not answered"
-		if f.configErr != nil {
-			why = checklist.OneLine(f.configErr)
+		if f.ConfigErr != nil {
+			why = checklist.OneLine(f.ConfigErr)
 		}
 		return checklist.Item{Name: name, Status: checklist.Warn,
 			Detail: fmt.Sprintf("%s does not exist yet, and the brokers' %s could not be read: %s", transactionStateLog, cfgStateLogRF, why),
-			Fix:    fmt.Sprintf("make sure %s is at most the broker count (%d), or no transaction coordinator can start; grant DESCRIBE_CONFIGS on the cluster to check it", cfgStateLogRF, f.brokers)}
-	case rf > f.brokers:
+			Fix:    fmt.Sprintf("make sure %s is at most the broker count (%d), or no transaction coordinator can start; grant DESCRIBE_CONFIGS on the cluster to check it", cfgStateLogRF, f.Brokers)}
+	case rf > f.Brokers:
 		return checklist.Item{Name: name, Status: checklist.Fail,
 			Detail: fmt.Sprintf("%s=%d on %d broker(s): %s can never be created, so no transaction coordinator starts (FindCoordinator answers COORDINATOR_NOT_AVAILABLE for ever)",
-				cfgStateLogRF, rf, f.brokers, transactionStateLog),
+				cfgStateLogRF, rf, f.Brokers, transactionStateLog),
 			Fix: fmt.Sprintf("set %s=%d (and %s=%d) in every broker's server.properties and restart them, or add brokers",
-				cfgStateLogRF, f.brokers, cfgStateLogMinISR, max(1, f.brokers-1))}
+				cfgStateLogRF, f.Brokers, cfgStateLogMinISR, max(1, f.Brokers-1))}
 	default:
 		detail = fmt.Sprintf("%s does not exist yet; the first transactional producer creates it, replication factor %d", transactionStateLog, rf)
 	}
 	if minISR > 0 {
 		detail += fmt.Sprintf(", %s %d", cfgStateLogMinISR, minISR)
 	}
-	if f.brokers > 1 && minISR > rf-1 {
+	if f.Brokers > 1 && minISR > rf-1 {
 		return checklist.Item{Name: name, Status: checklist.Warn,
 			Detail: detail + ": with one broker down, the coordinators it replicates cannot write, and commits stop",
 			Fix:    fmt.Sprintf("replication factor 3 with %s=2 (%s=3 before the log is created; kafka-reassign-partitions.sh after)", cfgStateLogMinISR, cfgStateLogRF)}
@@ -222,7 +194,7 @@ func judgeStateLog(f txnFacts) checklist.Item {
 // INVALID_TRANSACTION_TIMEOUT.
 func judgeTimeout(f txnFacts, timeout time.Duration) checklist.Item {
 	const name = "transaction timeout"
-	maxMs, known := f.configs[cfgTxnMaxTimeoutMs]
+	maxMs, known := f.Configs[cfgTxnMaxTimeoutMs]
 	if !known {
 		return checklist.Item{Name: name, Status: checklist.Warn,
 			Detail: fmt.Sprintf("the brokers' %s could not be read; --transaction-timeout %s must not exceed it (15m by default)", cfgTxnMaxTimeoutMs, timeout),
@@ -243,23 +215,23 @@ func judgeTimeout(f txnFacts, timeout time.Duration) checklist.Item {
 // that is not), or will be created by run or setup.
 func judgeCheckpointTopic(f txnFacts, topic string, rf int) checklist.Item {
 	const name = "checkpoint topic"
-	c := f.checkpoint
+	c := f.Checkpoint
 	switch {
-	case c.exists && c.policyErr != nil:
-		return checklist.Item{Name: name, Status: checklist.Warn, Detail: fmt.Sprintf("%s exists; could not read: %s", topic, checklist.OneLine(c.policyErr)),
+	case c.Exists && c.PolicyErr != nil:
+		return checklist.Item{Name: name, Status: checklist.Warn, Detail: fmt.Sprintf("%s exists; could not read: %s", topic, checklist.OneLine(c.PolicyErr)),
 			Fix: "grant DESCRIBE_CONFIGS on it: run refuses it unless cleanup.policy=compact"}
-	case c.exists && c.policy != "compact":
+	case c.Exists && c.Policy != "compact":
 		return checklist.Item{Name: name, Status: checklist.Fail,
-			Detail: fmt.Sprintf("%s has cleanup.policy=%s: retention may delete a slot's last checkpoint, and run refuses it", topic, c.policy),
+			Detail: fmt.Sprintf("%s has cleanup.policy=%s: retention may delete a slot's last checkpoint, and run refuses it", topic, c.Policy),
 			Fix: fmt.Sprintf("kafka-configs.sh --bootstrap-server %s --alter --entity-type topics --entity-name %s --add-config cleanup.policy=compact",
 				f.bootstrap, topic)}
-	case c.exists:
+	case c.Exists:
 		return checklist.Item{Name: name, Status: checklist.OK,
-			Detail: fmt.Sprintf("%s exists, compacted, %d partition(s), replication factor %d", topic, c.partitions, c.replicas)}
-	case rf > f.brokers:
+			Detail: fmt.Sprintf("%s exists, compacted, %d partition(s), replication factor %d", topic, c.Partitions, c.Replicas)}
+	case rf > f.Brokers:
 		return checklist.Item{Name: name, Status: checklist.Fail,
-			Detail: fmt.Sprintf("%s does not exist, and cannot be created with --checkpoint-replication-factor %d on %d broker(s)", topic, rf, f.brokers),
-			Fix:    fmt.Sprintf("--checkpoint-replication-factor %d or less", f.brokers)}
+			Detail: fmt.Sprintf("%s does not exist, and cannot be created with --checkpoint-replication-factor %d on %d broker(s)", topic, rf, f.Brokers),
+			Fix:    fmt.Sprintf("--checkpoint-replication-factor %d or less", f.Brokers)}
 	}
 	replication := "the broker's default replication factor"
 	if rf > 0 {
@@ -276,9 +248,9 @@ func judgeCheckpointTopic(f txnFacts, topic string, rf int) checklist.Item {
 func judgeACLs(f txnFacts, id, principal, ckptTopic string) checklist.Item {
 	const name = "transactional id ACLs"
 	idem := ", and IDEMPOTENT_WRITE on the cluster before Kafka 3.0"
-	if _, v3 := f.versions[apiListTransactions]; v3 {
+	if _, v3 := f.Versions[apiListTransactions]; v3 {
 		idem = "; no IDEMPOTENT_WRITE on the cluster (Kafka 3.0 or later)"
-	} else if f.versionErr == nil {
+	} else if f.VersionErr == nil {
 		idem = ", and IDEMPOTENT_WRITE on the cluster (these brokers are older than Kafka 3.0)"
 	}
 	who := principal
@@ -290,22 +262,24 @@ func judgeACLs(f txnFacts, id, principal, ckptTopic string) checklist.Item {
 	grant := fmt.Sprintf("kafka-acls.sh --bootstrap-server %s --add --allow-principal %s --operation Write --operation Describe --transactional-id %s",
 		f.bootstrap, cmp.Or(principal, "User:<relay>"), id)
 	switch {
-	case errors.Is(f.aclErr, kafka.SecurityDisabled):
+	case errors.Is(f.aclErr, producer.ErrNoAuthorizer):
 		return checklist.Item{Name: name, Status: checklist.OK, Detail: fmt.Sprintf("the cluster has no authorizer: any client may use transactional id %s", id)}
 	case f.aclErr != nil:
 		return checklist.Item{Name: name, Status: checklist.Warn,
 			Detail: fmt.Sprintf("cannot verify (DescribeAcls: %s); %s", checklist.OneLine(f.aclErr), needs), Fix: grant}
 	}
-	applies := func(a aclEntry) bool { return principal == "" || a.principal == principal || a.principal == "User:*" }
+	applies := func(a producer.ACL) bool {
+		return principal == "" || a.Principal == principal || a.Principal == "User:*"
+	}
 	var writers []string
 	for _, a := range f.acls {
 		switch {
 		case !applies(a):
-		case !a.allow && slices.Contains([]kafka.ACLOperationType{kafka.ACLOperationTypeWrite, kafka.ACLOperationTypeDescribe, kafka.ACLOperationTypeAll}, a.op):
+		case !a.Allow && slices.Contains([]producer.ACLOperation{producer.ACLOperationWrite, producer.ACLOperationDescribe, producer.ACLOperationAll}, a.Operation):
 			return checklist.Item{Name: name, Status: checklist.Fail,
-				Detail: fmt.Sprintf("an ACL denies %s %s on TransactionalId %s; %s", a.principal, a.op, id, needs), Fix: "remove the DENY ACL (kafka-acls.sh --remove)"}
-		case a.allow && (a.op == kafka.ACLOperationTypeWrite || a.op == kafka.ACLOperationTypeAll) && !slices.Contains(writers, a.principal):
-			writers = append(writers, a.principal)
+				Detail: fmt.Sprintf("an ACL denies %s %s on TransactionalId %s; %s", a.Principal, a.Operation, id, needs), Fix: "remove the DENY ACL (kafka-acls.sh --remove)"}
+		case a.Allow && (a.Operation == producer.ACLOperationWrite || a.Operation == producer.ACLOperationAll) && !slices.Contains(writers, a.Principal):
+			writers = append(writers, a.Principal)
 		}
 	}
 	switch {
@@ -335,4 +309,14 @@ func systemID(ctx context.Context, url string) string {
 		return ""
 	}
 	return id
+}
+
+// principal is the Kafka principal the relay authenticates as, when the
+// configuration says it (SASL's User:<name>); empty otherwise (a TLS
+// client certificate's principal depends on the brokers' mapping rules).
+func principal(cfg relay.Config) string {
+	if cfg.Kafka.SASLMechanism == "" || cfg.Kafka.SASLUsername == "" {
+		return ""
+	}
+	return "User:" + cfg.Kafka.SASLUsername
 }

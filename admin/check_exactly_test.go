@@ -8,13 +8,13 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
-	"github.com/segmentio/kafka-go/protocol"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/outbox-cdc/outbox-cdc/checkpoint"
 	"github.com/outbox-cdc/outbox-cdc/internal/checklist"
+	"github.com/outbox-cdc/outbox-cdc/producer"
 	"github.com/outbox-cdc/outbox-cdc/relay"
 	"github.com/outbox-cdc/outbox-cdc/sink"
 )
@@ -198,29 +198,31 @@ func TestCheckExactlyACLs(t *testing.T) {
 // TestJudgeACLs covers what kfake cannot answer: DENY ACLs, wildcard
 // principals, and a principal check cannot know.
 func TestJudgeACLs(t *testing.T) {
-	allow := func(p string, op kafka.ACLOperationType) aclEntry { return aclEntry{principal: p, op: op, allow: true} }
+	allow := func(p string, op producer.ACLOperation) producer.ACL {
+		return producer.ACL{Principal: p, Operation: op, Allow: true}
+	}
 	tests := []struct {
 		name      string
 		principal string
-		acls      []aclEntry
+		acls      []producer.ACL
 		err       error
 		status    checklist.Status
 		part      string
 	}{
-		{"no authorizer", "", nil, kafka.SecurityDisabled, checklist.OK, "no authorizer"},
+		{"no authorizer", "", nil, producer.ErrNoAuthorizer, checklist.OK, "no authorizer"},
 		{"not allowed to describe", "User:r", nil, kafka.ClusterAuthorizationFailed, checklist.Warn, "cannot verify"},
-		{"wildcard principal, ALL", "User:r", []aclEntry{allow("User:*", kafka.ACLOperationTypeAll)}, nil, checklist.OK, "User:r may write"},
-		{"another principal's grant", "User:r", []aclEntry{allow("User:x", kafka.ACLOperationTypeWrite)}, nil, checklist.Warn, "no ACL lets User:r"},
-		{"describe alone", "User:r", []aclEntry{allow("User:r", kafka.ACLOperationTypeDescribe)}, nil, checklist.Warn, "no ACL lets User:r"},
-		{"deny wins", "User:r", []aclEntry{allow("User:r", kafka.ACLOperationTypeWrite), {principal: "User:r", op: kafka.ACLOperationTypeDescribe}},
+		{"wildcard principal, ALL", "User:r", []producer.ACL{allow("User:*", producer.ACLOperationAll)}, nil, checklist.OK, "User:r may write"},
+		{"another principal's grant", "User:r", []producer.ACL{allow("User:x", producer.ACLOperationWrite)}, nil, checklist.Warn, "no ACL lets User:r"},
+		{"describe alone", "User:r", []producer.ACL{allow("User:r", producer.ACLOperationDescribe)}, nil, checklist.Warn, "no ACL lets User:r"},
+		{"deny wins", "User:r", []producer.ACL{allow("User:r", producer.ACLOperationWrite), {Principal: "User:r", Operation: producer.ACLOperationDescribe}},
 			nil, checklist.Fail, "denies User:r Describe"},
-		{"unknown principal", "", []aclEntry{allow("User:a", kafka.ACLOperationTypeWrite), allow("User:b", kafka.ACLOperationTypeAll)},
+		{"unknown principal", "", []producer.ACL{allow("User:a", producer.ACLOperationWrite), allow("User:b", producer.ACLOperationAll)},
 			nil, checklist.OK, "ACLs let User:a, User:b write"},
 	}
-	versions := map[protocol.ApiKey]int{apiListTransactions: 0}
+	versions := map[producer.APIKey]int{apiListTransactions: 0}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			it := judgeACLs(txnFacts{bootstrap: "b:9092", versions: versions, acls: tt.acls, aclErr: tt.err}, "id", tt.principal, "ckpt")
+			it := judgeACLs(txnFacts{TxnSupport: producer.TxnSupport{Versions: versions}, bootstrap: "b:9092", acls: tt.acls, aclErr: tt.err}, "id", tt.principal, "ckpt")
 			want(t, it, tt.status, tt.part)
 		})
 	}
@@ -231,20 +233,20 @@ func TestJudgeACLs(t *testing.T) {
 func TestJudgeStateLog(t *testing.T) {
 	tests := []struct {
 		name   string
-		f      txnFacts
+		f      producer.TxnSupport
 		status checklist.Status
 		part   string
 	}{
-		{"exists, 3 replicas, min.isr 2", txnFacts{brokers: 3, configs: map[string]int{cfgStateLogRF: 5, cfgStateLogMinISR: 2},
-			stateLog: topicFacts{exists: true, partitions: 50, replicas: 3}}, checklist.OK, "exists, 50 partitions, replication factor 3"},
-		{"exists, 1 replica on 3 brokers", txnFacts{brokers: 3, configs: map[string]int{cfgStateLogMinISR: 1},
-			stateLog: topicFacts{exists: true, partitions: 50, replicas: 1}}, checklist.Warn, "one broker down"},
-		{"exists, configs unreadable", txnFacts{brokers: 1, configErr: errors.New("denied"),
-			stateLog: topicFacts{exists: true, partitions: 50, replicas: 1}}, checklist.OK, "exists"},
-		{"one broker, 1 and 1", txnFacts{brokers: 1, configs: map[string]int{cfgStateLogRF: 1, cfgStateLogMinISR: 1}}, checklist.OK, "does not exist yet"},
+		{"exists, 3 replicas, min.isr 2", producer.TxnSupport{Brokers: 3, Configs: map[string]int{cfgStateLogRF: 5, cfgStateLogMinISR: 2},
+			StateLog: producer.TopicState{Exists: true, Partitions: 50, Replicas: 3}}, checklist.OK, "exists, 50 partitions, replication factor 3"},
+		{"exists, 1 replica on 3 brokers", producer.TxnSupport{Brokers: 3, Configs: map[string]int{cfgStateLogMinISR: 1},
+			StateLog: producer.TopicState{Exists: true, Partitions: 50, Replicas: 1}}, checklist.Warn, "one broker down"},
+		{"exists, configs unreadable", producer.TxnSupport{Brokers: 1, ConfigErr: errors.New("denied"),
+			StateLog: producer.TopicState{Exists: true, Partitions: 50, Replicas: 1}}, checklist.OK, "exists"},
+		{"one broker, 1 and 1", producer.TxnSupport{Brokers: 1, Configs: map[string]int{cfgStateLogRF: 1, cfgStateLogMinISR: 1}}, checklist.OK, "does not exist yet"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) { want(t, judgeStateLog(tt.f), tt.status, tt.part) })
+		t.Run(tt.name, func(t *testing.T) { want(t, judgeStateLog(txnFacts{TxnSupport: tt.f}), tt.status, tt.part) })
 	}
 }
 
@@ -277,10 +279,10 @@ func TestSetupCheckpointTopic(t *testing.T) {
 			t.Fatalf("apply: %+v, %v; want created %v", done, err, created)
 		}
 	}
-	client := &kafka.Client{Addr: kafka.TCP(cluster.ListenAddrs()...), Timeout: 10 * time.Second, Transport: &kafka.Transport{}}
-	defer client.Transport.(*kafka.Transport).CloseIdleConnections()
-	if policy, err := topicPolicy(context.Background(), client, relay.DefaultCheckpointTopic); err != nil || policy != "compact" {
-		t.Errorf("created topic's cleanup.policy %q, %v", policy, err)
+	client := producer.Connect(sink.Security{}, cluster.ListenAddrs(), 10*time.Second)
+	defer client.Close()
+	if f, err := client.ReadTxnSupport(context.Background(), relay.DefaultCheckpointTopic); err != nil || f.Checkpoint.Policy != "compact" {
+		t.Errorf("created topic's cleanup.policy %q, %v (%v)", f.Checkpoint.Policy, err, f.Checkpoint.PolicyErr)
 	}
 	cfg.Delivery.CheckpointTopic = "plain"
 	if _, err := Apply(context.Background(), cfg, SetupPlan{Topics: setupCheckpointTopic(cfg)}, nil); !errors.Is(err, checkpoint.ErrNotCompacted) {

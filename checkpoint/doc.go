@@ -6,8 +6,9 @@
 // Tracking also bounds the work in flight, by count and by bytes, so that
 // reading the WAL pauses instead of memory growing.
 //
-// For exactly-once delivery it also keeps the checkpoint record a Kafka
-// transaction carries in a compacted topic (Record, EnsureTopic), reads the
-// last committed one back (ReadLast), and decides with the slot where a
-// restart begins (Resume).
+// For exactly-once delivery it also defines the checkpoint record a Kafka
+// transaction carries in a compacted topic, and its codec (Record, Encode,
+// Decode, Key), and decides with the slot where a restart begins (Resume).
+// It does no I/O: the producer room writes the record into the topic and
+// reads the last committed one back (producer.Cluster).
 package checkpoint

@@ -9,7 +9,8 @@ var (
 	// missing or out of range): someone else wrote under the key.
 	ErrBadRecord = permanent("malformed checkpoint record")
 	// ErrNotCompacted is an existing checkpoint topic whose cleanup.policy
-	// is not compact: retention would delete an idle slot's last checkpoint.
+	// is not compact: retention would delete an idle slot's last checkpoint
+	// (producer.Cluster.EnsureCheckpointTopic returns it).
 	ErrNotCompacted = permanent("checkpoint topic is not compacted")
 	// ErrRestored is a checkpoint naming a transaction the server has not
 	// assigned yet: the database went back in time (restored from a

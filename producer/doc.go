@@ -12,4 +12,13 @@
 // each, and commits or aborts it (EndTxn), with the Java producer's
 // retriable, abortable and fatal errors (TxnError). The caller encodes the
 // batches (Header), sends them and reports a refused one (Refused).
+//
+// Cluster is exactly-once's connection to the brokers outside a writer,
+// so that relay and admin hold no Kafka client: it makes Txns, creates
+// and checks the checkpoint topic (EnsureCheckpointTopic), writes a
+// slot's checkpoint records in the open transaction (CheckpointWriter),
+// reads the last committed one back (ReadCheckpoint, which decodes the
+// fetch answer itself, bounded, dropping aborted transactions), and reads
+// what check judges (ReadTxnSupport, TransactionalIDACLs). The record's
+// codec is checkpoint's.
 package producer

@@ -1,6 +1,10 @@
 package producer
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/segmentio/kafka-go"
+)
 
 // ErrNoRecords is returned for a batch of no records, which Kafka refuses.
 var ErrNoRecords = errors.New("record batch without records")
@@ -51,3 +55,14 @@ func (e *TxnError) Fatal() bool { return e.Kind != ErrTxnAbortable }
 // failure cannot be mended by another session, and an abortable one can
 // (after Abort).
 func (e *TxnError) Retriable() bool { return !e.Fatal() }
+
+// RefusedForEpochOrState reports whether err is what a transactional
+// producer meets once the coordinator aborted its transaction with a
+// bumped epoch (a transaction timeout, or another instance taking the
+// transactional id): fenced (ErrFenced), or the broker's
+// INVALID_PRODUCER_EPOCH, PRODUCER_FENCED or INVALID_TXN_STATE, which a
+// produce to a partition the abort took out of the transaction meets.
+func RefusedForEpochOrState(err error) bool {
+	return err != nil && (errors.Is(err, ErrFenced) || errors.Is(err, kafka.InvalidProducerEpoch) ||
+		errors.Is(err, kafka.ProducerFenced) || errors.Is(err, kafka.InvalidTransactionState))
+}

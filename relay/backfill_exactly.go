@@ -10,7 +10,6 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
-	"github.com/segmentio/kafka-go"
 
 	"github.com/outbox-cdc/outbox-cdc/backfill"
 	"github.com/outbox-cdc/outbox-cdc/checkpoint"
@@ -47,9 +46,9 @@ type backfillTxn struct {
 	wrote bool
 
 	// Of the publisher open.
-	client  *kafka.Client
+	cluster *producer.Cluster
 	txn     *producer.Txn
-	ckpt    *checkpoint.Writer
+	ckpt    *producer.CheckpointWriter
 	pending int64 // rows handed over since the last commit
 	// cut: a Publish ended after its row was reserved, which may still be
 	// sent: no commit may claim the rows handed over before it.
@@ -86,14 +85,14 @@ func (bt *backfillTxn) committed(ctx context.Context) (*backfill.Progress, error
 	if err := bt.identify(ctx); err != nil {
 		return nil, err
 	}
-	client := bt.r.security.Client(bt.r.cfg.Kafka.Brokers)
-	defer closeIdle(client)
+	cluster := bt.r.kafkaCluster()
+	defer cluster.Close()
 	octx, cancel := context.WithTimeout(ctx, openTimeout)
 	defer cancel()
-	if _, err := bt.initTxn(octx, client); err != nil {
+	if _, err := bt.initTxn(octx, cluster); err != nil {
 		return nil, err
 	}
-	b, err := bt.readLast(octx, client)
+	b, err := bt.readLast(octx, cluster)
 	if err != nil {
 		return nil, fmt.Errorf("%w (another slot's transaction left open there holds the read until the broker aborts it, within its transaction timeout)", err)
 	}
@@ -110,8 +109,8 @@ func (bt *backfillTxn) committed(ctx context.Context) (*backfill.Progress, error
 // readLast reads the last committed checkpoint, once the transactional id
 // is taken: base is the record each commit writes (with its backfill's
 // progress); the backfill progress in it is returned.
-func (bt *backfillTxn) readLast(ctx context.Context, client *kafka.Client) (*checkpoint.Backfill, error) {
-	rec, found, err := checkpoint.ReadLast(ctx, client, bt.r.cfg.Delivery.CheckpointTopic, bt.key)
+func (bt *backfillTxn) readLast(ctx context.Context, cluster *producer.Cluster) (*checkpoint.Backfill, error) {
+	rec, found, err := cluster.ReadCheckpoint(ctx, bt.r.cfg.Delivery.CheckpointTopic, bt.key)
 	if err != nil {
 		return nil, fmt.Errorf("exactly-once backfill: read the last checkpoint from %s: %w", bt.r.cfg.Delivery.CheckpointTopic, err)
 	}
@@ -153,9 +152,9 @@ func (bt *backfillTxn) slotPosition(ctx context.Context) (pglogrepl.LSN, error) 
 
 // initTxn takes the transactional id: a producer whose InitProducerID
 // fenced every earlier holder.
-func (bt *backfillTxn) initTxn(ctx context.Context, client *kafka.Client) (*producer.Txn, error) {
+func (bt *backfillTxn) initTxn(ctx context.Context, cluster *producer.Cluster) (*producer.Txn, error) {
 	d := bt.r.cfg.Delivery
-	txn, err := producer.NewTxn(producer.TxnConfig{Addr: client.Addr, Transport: client.Transport,
+	txn, err := cluster.NewTxn(producer.TxnConfig{
 		TransactionalID: bt.r.cfg.TransactionalID(bt.sys.ID), Timeout: d.TransactionTimeout, Logger: bt.r.log})
 	if err != nil {
 		return nil, err
@@ -172,24 +171,24 @@ func (bt *backfillTxn) open(ctx context.Context) (*transactional, error) {
 	if err := bt.identify(ctx); err != nil {
 		return nil, err
 	}
-	client := bt.r.security.Client(bt.r.cfg.Kafka.Brokers)
+	cluster := bt.r.kafkaCluster()
 	octx, cancel := context.WithTimeout(ctx, openTimeout)
 	defer cancel()
-	txn, err := bt.initTxn(octx, client)
+	txn, err := bt.initTxn(octx, cluster)
 	if err == nil && !bt.read {
-		_, err = bt.readLast(octx, client)
+		_, err = bt.readLast(octx, cluster)
 	}
 	if err == nil {
-		bt.ckpt, err = checkpoint.NewWriter(octx, client, txn, bt.r.cfg.Delivery.CheckpointTopic, bt.key)
+		bt.ckpt, err = cluster.NewCheckpointWriter(octx, txn, bt.r.cfg.Delivery.CheckpointTopic, bt.key)
 	}
 	if err == nil {
 		err = txn.Begin()
 	}
 	if err != nil {
-		closeIdle(client)
+		cluster.Close()
 		return nil, err
 	}
-	bt.client, bt.txn, bt.pending, bt.cut, bt.unsure = client, txn, 0, false, false
+	bt.cluster, bt.txn, bt.pending, bt.cut, bt.unsure = cluster, txn, 0, false, false
 	return &transactional{txn: txn, ckpt: bt.ckpt}, nil
 }
 
@@ -257,8 +256,8 @@ func (bt *backfillTxn) seal(ctx context.Context) error {
 	bt.unsure, bt.wrote = false, true
 	bt.r.log.Info("exactly-once heal: checkpoint at the new slot", slog.String("slot", bt.r.cfg.Slot.Name), slog.String("lsn", bt.base.EndLSN.String()))
 	bt.txn = nil // committed: nothing for end to abort
-	closeIdle(bt.client)
-	bt.client, bt.ckpt = nil, nil
+	bt.cluster.Close()
+	bt.cluster, bt.ckpt = nil, nil
 	return nil
 }
 
@@ -271,10 +270,10 @@ func (bt *backfillTxn) end(drained bool) error {
 	if bt.txn == nil {
 		return nil
 	}
-	defer closeIdle(bt.client)
+	defer bt.cluster.Close()
 	txn := bt.txn
 	pending, leave := bt.pending, !drained || bt.unsure
-	bt.client, bt.txn, bt.ckpt = nil, nil, nil
+	bt.cluster, bt.txn, bt.ckpt = nil, nil, nil
 	switch {
 	case pending == 0 && !bt.unsure:
 		return nil

@@ -101,7 +101,7 @@ func (exactlyOnce) drainsWhenSlotGone() bool { return false }
 // (Delivery.pacing), as the stream's do.
 type transactional struct {
 	txn   *producer.Txn
-	ckpt  *checkpoint.Writer
+	ckpt  *producer.CheckpointWriter
 	paced bool
 }
 

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/segmentio/kafka-go"
 
 	"github.com/outbox-cdc/outbox-cdc/checkpoint"
 	"github.com/outbox-cdc/outbox-cdc/cleanup"
@@ -45,12 +44,12 @@ type exactly struct {
 	timeout  time.Duration // the transaction timeout, which bounds one commit
 
 	// Set by openExactly, before reading begins.
-	client *kafka.Client
-	txn    *producer.Txn
-	ckpt   *checkpoint.Writer
-	base   checkpoint.Record // the slot, system and instance every record names
-	flush  func(on bool)     // the writer's Flush, set once it exists
-	clean  rowCleaner        // with --cleanup (nil without): cleans a commit's rows; set once it exists
+	cluster *producer.Cluster
+	txn     *producer.Txn
+	ckpt    *producer.CheckpointWriter
+	base    checkpoint.Record // the slot, system and instance every record names
+	flush   func(on bool)     // the writer's Flush, set once it exists
+	clean   rowCleaner        // with --cleanup (nil without): cleans a commit's rows; set once it exists
 	// ended is told of each Kafka transaction that ended: committed, and
 	// how long its commit held publishing back; or not (metrics).
 	ended func(committed bool, took time.Duration)

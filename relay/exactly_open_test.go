@@ -52,7 +52,7 @@ func newOpenExactly(r *Relay) *exactly {
 }
 
 // putCheckpoint writes rec under key to the checkpoint topic, committed
-// (not transactional: ReadLast reads read_committed, which shows it).
+// (not transactional: ReadCheckpoint reads read_committed, which shows it).
 func putCheckpoint(t *testing.T, c *kfake.Cluster, key string, rec checkpoint.Record) {
 	t.Helper()
 	value, err := rec.Encode()
@@ -100,7 +100,7 @@ func TestOpenBounded(t *testing.T) {
 	for _, tt := range []struct {
 		name   string
 		held   kmsg.Key
-		record bool   // a record in the checkpoint partition, for ReadLast to fetch
+		record bool   // a record in the checkpoint partition, for ReadCheckpoint to fetch
 		step   string // what the error says of the step
 		cause  string // and of the request held
 	}{
@@ -126,7 +126,7 @@ func TestOpenBounded(t *testing.T) {
 			}()
 			select {
 			case err := <-done:
-				closeIdle(x.client)
+				x.cluster.Close()
 				took := time.Since(began)
 				if err == nil || !strings.Contains(err.Error(), tt.step) || !strings.Contains(err.Error(), tt.cause) {
 					t.Fatalf("open with %s held: %v, want an error saying %q and %q", tt.name, err, tt.step, tt.cause)
@@ -174,7 +174,7 @@ func TestOpenCheckpointFromTheFuture(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			_, err := r.openExactly(ctx, x, openSystem, nil, openStart)
-			closeIdle(x.client)
+			x.cluster.Close()
 			if !tt.stop {
 				if err != nil {
 					t.Fatalf("open: %v, want none", err)

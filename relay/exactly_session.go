@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/segmentio/kafka-go"
 
 	"github.com/outbox-cdc/outbox-cdc/checkpoint"
 	"github.com/outbox-cdc/outbox-cdc/cleanup"
@@ -32,9 +31,9 @@ var openTimeout = 20 * time.Second
 // checks that it is compacted, before the first session.
 func (r *Relay) ensureCheckpointTopic(ctx context.Context) error {
 	d := r.cfg.Delivery
-	client := r.security.Client(r.cfg.Kafka.Brokers)
-	defer closeIdle(client)
-	created, err := checkpoint.EnsureTopic(ctx, client, d.CheckpointTopic, d.CheckpointReplicationFactor)
+	cluster := r.kafkaCluster()
+	defer cluster.Close()
+	created, err := cluster.EnsureCheckpointTopic(ctx, d.CheckpointTopic, d.CheckpointReplicationFactor)
 	if err != nil {
 		return fmt.Errorf("checkpoint topic %s: %w", d.CheckpointTopic, err)
 	}
@@ -51,9 +50,9 @@ func (r *Relay) ensureCheckpointTopic(ctx context.Context) error {
 // returns the transaction, begun, for the session's writer.
 func (r *Relay) openExactly(ctx context.Context, x *exactly, sys replication.System, switches replication.Switches, start pglogrepl.LSN) (*producer.Txn, error) {
 	d := r.cfg.Delivery
-	client := r.security.Client(r.cfg.Kafka.Brokers)
-	x.client = client // its connections are closed with x
-	txn, err := producer.NewTxn(producer.TxnConfig{Addr: client.Addr, Transport: client.Transport,
+	cluster := r.kafkaCluster()
+	x.cluster = cluster // its connections are closed with x
+	txn, err := cluster.NewTxn(producer.TxnConfig{
 		TransactionalID: r.cfg.TransactionalID(sys.ID), Timeout: d.TransactionTimeout, Logger: r.log,
 		Outage: r.outage})
 	if err != nil {
@@ -65,7 +64,7 @@ func (r *Relay) openExactly(ctx context.Context, x *exactly, sys replication.Sys
 		return nil, fmt.Errorf("exactly-once: take the transactional id %s: %w", txn.TransactionalID(), err)
 	}
 	key := checkpoint.Key(sys.ID, r.cfg.Slot.Name)
-	rec, found, err := checkpoint.ReadLast(octx, client, d.CheckpointTopic, key)
+	rec, found, err := cluster.ReadCheckpoint(octx, d.CheckpointTopic, key)
 	if err != nil {
 		return nil, fmt.Errorf("exactly-once: read the last checkpoint from %s (another slot's transaction left open there holds the read "+
 			"until the broker aborts it, within its transaction timeout): %w", d.CheckpointTopic, err)
@@ -103,11 +102,11 @@ func (r *Relay) openExactly(ctx context.Context, x *exactly, sys replication.Sys
 		// left to clean (cleanup.Hold): the tracker moves past them as
 		// they are cleaned (pipeline.skipped).
 	}
-	if x.ckpt, err = checkpoint.NewWriter(ctx, client, txn, d.CheckpointTopic, key); err != nil {
+	if x.ckpt, err = cluster.NewCheckpointWriter(ctx, txn, d.CheckpointTopic, key); err != nil {
 		return nil, fmt.Errorf("exactly-once: %w", err)
 	}
 	host, _ := os.Hostname()
-	x.txn, x.client = txn, client
+	x.txn = txn
 	x.base = checkpoint.Record{Slot: r.cfg.Slot.Name, Database: sys.Database, SystemID: sys.ID, Timeline: sys.Timeline,
 		Host: host, PID: os.Getpid()}
 	if err := txn.Begin(); err != nil {
@@ -137,11 +136,10 @@ func (w withCheckpoint) AddPartitions(ctx context.Context, partitions map[string
 	return w.Txn.AddPartitions(ctx, partitions)
 }
 
-// closeIdle closes client's idle broker connections.
-func closeIdle(client *kafka.Client) {
-	if t, ok := client.Transport.(*kafka.Transport); ok {
-		t.CloseIdleConnections()
-	}
+// kafkaCluster returns a connection to the brokers for exactly-once's
+// transactions and checkpoint topic; Close it when done.
+func (r *Relay) kafkaCluster() *producer.Cluster {
+	return producer.Connect(r.security, r.cfg.Kafka.Brokers, 0)
 }
 
 // stopError is a failure that no new session mends: the relay stops and
@@ -175,8 +173,8 @@ func (x *exactly) finish(ctx context.Context, commit, drained bool) error {
 	stop := context.AfterFunc(ctx, func() { x.abort(context.Cause(ctx)) })
 	defer stop()
 	x.halt()
-	if x.client != nil {
-		defer closeIdle(x.client)
+	if x.cluster != nil {
+		defer x.cluster.Close()
 	}
 	if x.clean != nil {
 		defer x.clean.CloseRelease()

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/segmentio/kafka-go"
 
 	"github.com/outbox-cdc/outbox-cdc/producer"
 )
@@ -92,7 +91,7 @@ func (c *txnClock) fail() {
 // refusal of the producer after the open Kafka transaction had been open
 // timeout (see above); otherwise err.
 func (c *txnClock) timedOut(err error, timeout time.Duration) error {
-	if !refusedForEpochOrState(err) {
+	if !producer.RefusedForEpochOrState(err) {
 		return err
 	}
 	c.mu.Lock()
@@ -105,13 +104,6 @@ func (c *txnClock) timedOut(err error, timeout time.Duration) error {
 		return err
 	}
 	return &txnTimeoutError{pg: c.pg, streamed: at.Sub(c.pg.first), open: at.Sub(c.opened), timeout: timeout, err: err}
-}
-
-// refusedForEpochOrState reports whether err is what a producer meets
-// after the coordinator aborted its transaction with a bumped epoch.
-func refusedForEpochOrState(err error) bool {
-	return err != nil && (errors.Is(err, producer.ErrFenced) || errors.Is(err, kafka.InvalidProducerEpoch) ||
-		errors.Is(err, kafka.ProducerFenced) || errors.Is(err, kafka.InvalidTransactionState))
 }
 
 // txnTimeoutError is a session's failure judged an abort of its Kafka

@@ -60,7 +60,7 @@ func TestOpenCheckpointOfARestoredDatabase(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			_, err := r.openExactly(ctx, x, openSystem, nil, openStart)
-			closeIdle(x.client)
+			x.cluster.Close()
 			said := logged.String()
 			if err != nil {
 				said = err.Error()

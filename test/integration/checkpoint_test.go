@@ -14,13 +14,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outbox-cdc/outbox-cdc/checkpoint"
+	"github.com/outbox-cdc/outbox-cdc/producer"
 	"github.com/outbox-cdc/outbox-cdc/replication"
 )
 
 // TestCheckpointStore runs the exactly-once checkpoint store against the
-// real broker: EnsureTopic creates the topic compacted; checkpoints are
+// real broker: EnsureCheckpointTopic creates the topic compacted; checkpoints are
 // written in transactions by an independent client (franz-go), one
-// committed, one aborted, then another slot's; ReadLast returns the
+// committed, one aborted, then another slot's; ReadCheckpoint returns the
 // committed one. The position it stores is of the real server's system and
 // timeline, read through replication.Stream.System.
 func TestCheckpointStore(t *testing.T) {
@@ -30,7 +31,7 @@ func TestCheckpointStore(t *testing.T) {
 
 	client := &kafka.Client{Addr: kafka.TCP(broker.Brokers), Timeout: 30 * time.Second, Transport: &kafka.Transport{}}
 	topic := fmt.Sprintf("checkpoints-%d", time.Now().UnixNano())
-	if created, err := checkpoint.EnsureTopic(ctx, client, topic, 1); err != nil || !created {
+	if created, err := producer.NewCluster(client).EnsureCheckpointTopic(ctx, topic, 1); err != nil || !created {
 		t.Fatalf("ensure %s: created %v, %v", topic, created, err)
 	}
 	mine := checkpoint.Record{SystemID: sys.ID, Timeline: sys.Timeline, Slot: "cp_mine", Database: sys.Database,
@@ -63,19 +64,19 @@ func TestCheckpointStore(t *testing.T) {
 		}
 	}
 
-	// What ReadLast must drop: the broker returns the aborted record at
+	// What ReadCheckpoint must drop: the broker returns the aborted record at
 	// read_committed, and kafka-go's Fetch passes it on.
 	if n := fetchedUnder(ctx, t, client, topic, mine.Key()); n != 2 {
 		t.Errorf("kafka-go's read_committed Fetch returned %d records under the key, want 2 (the aborted one too)", n)
 	}
-	got, found, err := checkpoint.ReadLast(ctx, client, topic, mine.Key())
+	got, found, err := producer.NewCluster(client).ReadCheckpoint(ctx, topic, mine.Key())
 	if err != nil || !found || got.EndLSN != mine.EndLSN || got.Slot != mine.Slot {
 		t.Fatalf("read %+v (found %v, %v), want the committed checkpoint at %s", got, found, err, mine.EndLSN)
 	}
 	if d := checkpoint.Resume(mine.EndLSN-0x10, checkpoint.System{ID: sys.ID, Timeline: sys.Timeline}, got, found); d.Start != mine.EndLSN || d.Warn {
 		t.Errorf("resume from a slot behind it: %+v, want its end %s without a warning", d, mine.EndLSN)
 	}
-	if _, found, err := checkpoint.ReadLast(ctx, client, topic, checkpoint.Key(sys.ID, "cp_none")); err != nil || found {
+	if _, found, err := producer.NewCluster(client).ReadCheckpoint(ctx, topic, checkpoint.Key(sys.ID, "cp_none")); err != nil || found {
 		t.Errorf("a slot without checkpoint: found %v, %v", found, err)
 	}
 }

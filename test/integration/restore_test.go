@@ -17,6 +17,7 @@ import (
 
 	"github.com/outbox-cdc/outbox-cdc/checkpoint"
 	"github.com/outbox-cdc/outbox-cdc/internal/testkit"
+	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
 // TestExactlyOnceRestoredDatabase restores a database from a storage
@@ -67,7 +68,7 @@ func TestExactlyOnceRestoredDatabase(t *testing.T) {
 	sysID := query[string](ctx, t, server.URL, `SELECT system_identifier::text FROM pg_control_system()`)
 	key := checkpoint.Key(sysID, o.name)
 	client := &kafka.Client{Addr: kafka.TCP(broker.Brokers), Timeout: 30 * time.Second, Transport: &kafka.Transport{}}
-	rec, found, err := checkpoint.ReadLast(ctx, client, ckptTopic, key)
+	rec, found, err := producer.NewCluster(client).ReadCheckpoint(ctx, ckptTopic, key)
 	if err != nil || !found || !rec.HasXid() {
 		t.Fatalf("the checkpoint after B: %+v (found %v, %v), want one naming a transaction", rec, found, err)
 	}

@@ -1,4 +1,4 @@
-package checkpoint
+package producer
 
 import (
 	"context"
@@ -13,9 +13,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/outbox-cdc/outbox-cdc/checkpoint"
 	"github.com/outbox-cdc/outbox-cdc/internal/outage"
 	"github.com/outbox-cdc/outbox-cdc/internal/outage/outagetest"
-	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
 // stubTxn is a transaction whose partitions are added already and whose
@@ -24,19 +24,19 @@ import (
 type stubTxn struct{}
 
 func (stubTxn) TransactionalID() string { return "txn" }
-func (stubTxn) Header(seq int32) producer.BatchHeader {
-	return producer.BatchHeader{ProducerID: 7, ProducerEpoch: 0, BaseSequence: seq, Transactional: true}
+func (stubTxn) Header(seq int32) BatchHeader {
+	return BatchHeader{ProducerID: 7, ProducerEpoch: 0, BaseSequence: seq, Transactional: true}
 }
 func (stubTxn) Added(string, int32) bool                                { return true }
 func (stubTxn) AddPartitions(context.Context, map[string][]int32) error { return nil }
 func (stubTxn) Refused(err error) error                                 { return err }
 func (stubTxn) Outage() *outage.Tracker                                 { return nil }
 
-// TestWriteDuplicateSequence: the broker's DUPLICATE_SEQUENCE answer means
+// TestCheckpointWriteDuplicateSequence: the broker's DUPLICATE_SEQUENCE answer means
 // it holds the batch already only for a batch sent again; to a first
 // attempt it means another writer used the partition's sequence (a row
 // routed into the checkpoint topic), and the record was not written.
-func TestWriteDuplicateSequence(t *testing.T) {
+func TestCheckpointWriteDuplicateSequence(t *testing.T) {
 	for _, tt := range []struct {
 		name    string
 		answers []kerr.Error // the broker's answers to the produce requests, in order
@@ -46,7 +46,7 @@ func TestWriteDuplicateSequence(t *testing.T) {
 		{"retry of a timed-out batch", []kerr.Error{*kerr.RequestTimedOut, *kerr.DuplicateSequenceNumber}, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			cluster, client := newCluster(t, 1)
+			cluster, cl := newCheckpointCluster(t, 1)
 			var n atomic.Int32
 			cluster.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
 				cluster.KeepControl()
@@ -70,11 +70,11 @@ func TestWriteDuplicateSequence(t *testing.T) {
 			})
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			w, err := NewWriter(ctx, client, stubTxn{}, topic, "slot")
+			w, err := cl.NewCheckpointWriter(ctx, stubTxn{}, ckptTopic, "slot")
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = w.Write(ctx, Record{SystemID: "7312345678901234567", Slot: "slot", Timeline: 1, CommitLSN: pglogrepl.LSN(42), EndLSN: pglogrepl.LSN(43)})
+			err = w.Write(ctx, checkpoint.Record{SystemID: "7312345678901234567", Slot: "slot", Timeline: 1, CommitLSN: pglogrepl.LSN(42), EndLSN: pglogrepl.LSN(43)})
 			if tt.wantErr == nil && err != nil || tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
 				t.Fatalf("Write: %v, want %v", err, tt.wantErr)
 			}
@@ -85,16 +85,16 @@ func TestWriteDuplicateSequence(t *testing.T) {
 	}
 }
 
-// TestWriteOutageLogged: a checkpoint record the partition's leader
+// TestCheckpointWriteOutageLogged: a checkpoint record the partition's leader
 // refuses for two seconds, retried until written, is one warning naming
 // the request and one line saying it recovered and after how long, told
 // by the tracker of the record's transaction.
-func TestWriteOutageLogged(t *testing.T) {
-	cluster, client := newCluster(t, 1)
+func TestCheckpointWriteOutageLogged(t *testing.T) {
+	cluster, cl := newCheckpointCluster(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	logs := &outagetest.Log{}
-	txn, err := producer.NewTxn(producer.TxnConfig{Addr: client.Addr, Transport: client.Transport, TransactionalID: "outage",
+	txn, err := cl.NewTxn(TxnConfig{TransactionalID: "outage",
 		Timeout: 30 * time.Second, RetryBackoff: 5 * time.Millisecond, Logger: logs.Logger()})
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +105,7 @@ func TestWriteOutageLogged(t *testing.T) {
 	if err := txn.Begin(); err != nil {
 		t.Fatal(err)
 	}
-	w, err := NewWriter(ctx, client, txn, topic, "slot")
+	w, err := cl.NewCheckpointWriter(ctx, txn, ckptTopic, "slot")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestWriteOutageLogged(t *testing.T) {
 		first.CompareAndSwap(0, now)
 		return now-first.Load() < int64(lasts)
 	}})
-	if err := w.Write(ctx, Record{SystemID: "7312345678901234567", Slot: "slot", Timeline: 1, CommitLSN: 42, EndLSN: 43}); err != nil {
+	if err := w.Write(ctx, checkpoint.Record{SystemID: "7312345678901234567", Slot: "slot", Timeline: 1, CommitLSN: 42, EndLSN: 43}); err != nil {
 		t.Fatal(err)
 	}
 	if err := txn.Commit(ctx); err != nil {

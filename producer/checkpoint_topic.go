@@ -1,4 +1,4 @@
-package checkpoint
+package producer
 
 import (
 	"context"
@@ -10,17 +10,19 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/outbox-cdc/outbox-cdc/checkpoint"
 )
 
-// Partition returns the partition of key in a topic of n partitions: the
+// checkpointPartition returns the partition of key in a topic of n partitions: the
 // positive murmur2 hash of the key's bytes modulo n, where the Java
 // client's default partitioner (and franz-go's, and kafka-go's
 // Murmur2Balancer, not its Hash) places a keyed record. The topic
-// EnsureTopic creates has one partition, where this is 0; a topic made
+// EnsureCheckpointTopic creates has one partition, where this is 0; a topic made
 // beforehand with more works as well, as long as its partition count never
 // changes: a change moves keys, the checkpoint is then missing, and the
 // relay falls back to the slot (duplicates, never a loss).
-func Partition(key string, n int) int {
+func checkpointPartition(key string, n int) int {
 	if n <= 1 {
 		return 0
 	}
@@ -31,14 +33,14 @@ func Partition(key string, n int) int {
 	return kafka.Murmur2Balancer{Consistent: true}.Balance(kafka.Message{Key: []byte(key)}, ids...)
 }
 
-// segmentBytes is the segment size of a topic EnsureTopic creates, and the
-// largest fetch ReadLast sends. The log cleaner compacts closed segments
-// only, and ReadLast reads the uncompacted tail behind a slot's last
+// segmentBytes is the segment size of a topic EnsureCheckpointTopic creates, and the
+// largest fetch ReadCheckpoint sends. The log cleaner compacts closed segments
+// only, and ReadCheckpoint reads the uncompacted tail behind a slot's last
 // record: small segments keep that tail to a few of them, a fetch or so
 // each, rather than Kafka's default of 1 GiB.
 const segmentBytes = 16 << 20
 
-// topicConfigs are the configs EnsureTopic creates the topic with, for a
+// topicConfigs are the configs EnsureCheckpointTopic creates the topic with, for a
 // replication factor rf (zero or less: the broker's default, whose
 // min.insync.replicas is then the broker's too).
 func topicConfigs(rf int) map[string]string {
@@ -60,33 +62,33 @@ func minInsync(rf int) int {
 	return max(1, min(rf/2+1, rf-1))
 }
 
-// EnsureTopic creates the checkpoint topic if it does not exist: compacted
+// EnsureCheckpointTopic creates the checkpoint topic if it does not exist: compacted
 // (one record kept per slot), one partition, replication rf (zero or less
 // for the broker's default). A topic that exists is checked, not changed:
 // one whose cleanup.policy is not exactly "compact" is refused with
-// ErrNotCompacted and the command that fixes it, since deletion by
+// checkpoint.ErrNotCompacted and the command that fixes it, since deletion by
 // retention would lose an idle slot's checkpoint. It reports whether it
 // created the topic.
-func EnsureTopic(ctx context.Context, client *kafka.Client, topic string, rf int) (bool, error) {
-	exists, _, err := describeTopic(ctx, client, topic)
+func (c *Cluster) EnsureCheckpointTopic(ctx context.Context, topic string, rf int) (bool, error) {
+	exists, _, err := c.describeTopic(ctx, topic)
 	if err != nil {
 		return false, err
 	}
 	if !exists {
-		created, err := createTopic(ctx, client, topic, rf)
+		created, err := c.createTopic(ctx, topic, rf)
 		if err != nil || created {
 			return created, err
 		}
 		// Another relay created it first: check what it made.
 	}
-	return false, checkCompacted(ctx, client, topic)
+	return false, c.checkCompacted(ctx, topic)
 }
 
 // describeTopic reports whether topic exists, and its partition count.
 // kafka-go's transport answers from its metadata cache, refreshed every
 // few seconds and after each CreateTopics it sends.
-func describeTopic(ctx context.Context, client *kafka.Client, topic string) (bool, int, error) {
-	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+func (c *Cluster) describeTopic(ctx context.Context, topic string) (bool, int, error) {
+	md, err := c.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
 	if err != nil {
 		return false, 0, fmt.Errorf("kafka metadata of %s: %w", topic, err)
 	}
@@ -104,9 +106,9 @@ func describeTopic(ctx context.Context, client *kafka.Client, topic string) (boo
 	return false, 0, nil
 }
 
-// createTopic creates topic as EnsureTopic says; it reports false when the
+// createTopic creates topic as EnsureCheckpointTopic says; it reports false when the
 // topic already existed.
-func createTopic(ctx context.Context, client *kafka.Client, topic string, rf int) (bool, error) {
+func (c *Cluster) createTopic(ctx context.Context, topic string, rf int) (bool, error) {
 	tc := kafka.TopicConfig{Topic: topic, NumPartitions: 1, ReplicationFactor: rf}
 	if rf <= 0 {
 		tc.ReplicationFactor = -1
@@ -117,7 +119,7 @@ func createTopic(ctx context.Context, client *kafka.Client, topic string, rf int
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	res, err := client.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{tc}})
+	res, err := c.client.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{tc}})
 	if err != nil {
 		return false, fmt.Errorf("create checkpoint topic %s: %w", topic, err)
 	}
@@ -133,8 +135,8 @@ func createTopic(ctx context.Context, client *kafka.Client, topic string, rf int
 }
 
 // checkCompacted refuses a topic whose cleanup.policy is not compact.
-func checkCompacted(ctx context.Context, client *kafka.Client, topic string) error {
-	res, err := client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
+func (c *Cluster) checkCompacted(ctx context.Context, topic string) error {
+	res, err := c.client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
 		ResourceType: kafka.ResourceTypeTopic, ResourceName: topic, ConfigNames: []string{"cleanup.policy"},
 	}}})
 	if err == nil && len(res.Resources) == 0 {
@@ -155,7 +157,7 @@ func checkCompacted(ctx context.Context, client *kafka.Client, topic string) err
 	if policy != "compact" {
 		return fmt.Errorf("%w: %s has cleanup.policy=%s, so retention may delete a slot's last checkpoint; set it to compact "+
 			"(kafka-configs.sh --bootstrap-server BROKER --alter --entity-type topics --entity-name %s --add-config cleanup.policy=compact)",
-			ErrNotCompacted, topic, policy, topic)
+			checkpoint.ErrNotCompacted, topic, policy, topic)
 	}
 	return nil
 }

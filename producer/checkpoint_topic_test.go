@@ -1,4 +1,4 @@
-package checkpoint
+package producer
 
 import (
 	"context"
@@ -9,18 +9,20 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outbox-cdc/outbox-cdc/checkpoint"
 )
 
-// TestPartition holds Partition to franz-go's default partitioner, an
+// TestCheckpointPartition holds checkpointPartition to franz-go's default partitioner, an
 // implementation independent of kafka-go's, which places keyed records as
 // the Java client does.
-func TestPartition(t *testing.T) {
-	franz := kgo.StickyKeyPartitioner(nil).ForTopic(topic)
+func TestCheckpointPartition(t *testing.T) {
+	franz := kgo.StickyKeyPartitioner(nil).ForTopic(ckptTopic)
 	for _, n := range []int{1, 2, 3, 5, 12, 50} {
 		for i := range 200 {
-			key := Key(fmt.Sprint(7312345678901234567+i), fmt.Sprintf("slot_%d", i%7))
+			key := checkpoint.Key(fmt.Sprint(7312345678901234567+i), fmt.Sprintf("slot_%d", i%7))
 			want := franz.Partition(&kgo.Record{Key: []byte(key)}, n)
-			if got := Partition(key, n); got != want {
+			if got := checkpointPartition(key, n); got != want {
 				t.Fatalf("partition of %q in %d: %d, franz-go says %d", key, n, got, want)
 			}
 		}
@@ -36,7 +38,7 @@ func TestMinInsync(t *testing.T) {
 }
 
 // topicState reads what a checkpoint topic is: its partition count and the
-// configs EnsureTopic sets.
+// configs EnsureCheckpointTopic sets.
 func topicState(t *testing.T, client *kafka.Client, name string) (int, map[string]string) {
 	t.Helper()
 	md, err := client.Metadata(context.Background(), &kafka.MetadataRequest{Topics: []string{name}})
@@ -56,18 +58,18 @@ func topicState(t *testing.T, client *kafka.Client, name string) (int, map[strin
 	return len(md.Topics[0].Partitions), cfg
 }
 
-func TestEnsureTopic(t *testing.T) {
-	_, client := newCluster(t, 0)
+func TestEnsureCheckpointTopic(t *testing.T) {
+	_, cl := newCheckpointCluster(t, 0)
 	ctx := context.Background()
-	created, err := EnsureTopic(ctx, client, "cp", 1)
+	created, err := cl.EnsureCheckpointTopic(ctx, "cp", 1)
 	if err != nil || !created {
 		t.Fatalf("ensure a missing topic: created %v, %v", created, err)
 	}
-	n, cfg := topicState(t, client, "cp")
+	n, cfg := topicState(t, cl.client, "cp")
 	if n != 1 || cfg["cleanup.policy"] != "compact" || cfg["min.insync.replicas"] != "1" || cfg["segment.bytes"] != fmt.Sprint(segmentBytes) {
 		t.Errorf("created %d partitions, %v; want 1, compact, min.insync.replicas 1, segment.bytes %d", n, cfg, segmentBytes)
 	}
-	if created, err := EnsureTopic(ctx, client, "cp", 1); err != nil || created {
+	if created, err := cl.EnsureCheckpointTopic(ctx, "cp", 1); err != nil || created {
 		t.Errorf("ensure it again: created %v, %v; want neither", created, err)
 	}
 
@@ -77,7 +79,7 @@ func TestEnsureTopic(t *testing.T) {
 		{Topic: "deleting", NumPartitions: 1, ReplicationFactor: 1},
 		{Topic: "both", NumPartitions: 1, ReplicationFactor: 1, ConfigEntries: []kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact,delete"}}},
 	} {
-		res, err := client.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{tc}})
+		res, err := cl.client.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{tc}})
 		if err != nil || res.Errors[tc.Topic] != nil {
 			t.Fatalf("create %s: %v %v", tc.Topic, err, res)
 		}
@@ -88,20 +90,20 @@ func TestEnsureTopic(t *testing.T) {
 		says    string
 	}{
 		{"compacted", nil, ""},
-		{"deleting", ErrNotCompacted, "deleting has cleanup.policy=delete"},
-		{"both", ErrNotCompacted, "--add-config cleanup.policy=compact"},
+		{"deleting", checkpoint.ErrNotCompacted, "deleting has cleanup.policy=delete"},
+		{"both", checkpoint.ErrNotCompacted, "--add-config cleanup.policy=compact"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.topic, func(t *testing.T) {
-			created, err := EnsureTopic(ctx, client, tt.topic, 1)
+			created, err := cl.EnsureCheckpointTopic(ctx, tt.topic, 1)
 			if created || !errors.Is(err, tt.wantErr) || (tt.wantErr == nil) != (err == nil) {
 				t.Fatalf("ensure: created %v, %v; want %v", created, err, tt.wantErr)
 			}
 			if err != nil && !strings.Contains(err.Error(), tt.says) {
 				t.Errorf("error %q does not say %q", err, tt.says)
 			}
-			if _, cfg := topicState(t, client, tt.topic); tt.wantErr != nil && cfg["cleanup.policy"] == "compact" {
-				t.Error("EnsureTopic changed the topic")
+			if _, cfg := topicState(t, cl.client, tt.topic); tt.wantErr != nil && cfg["cleanup.policy"] == "compact" {
+				t.Error("EnsureCheckpointTopic changed the topic")
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package checkpoint
+package producer
 
 import (
 	"context"
@@ -36,7 +36,7 @@ func slowFetches(cluster *kfake.Cluster, delay time.Duration) *atomic.Int64 {
 func bulk(t *testing.T, cluster *kfake.Cluster, key string, n, perTxn int) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.TransactionalID("bulk"),
-		kgo.DefaultProduceTopic(topic), kgo.ProducerBatchMaxBytes(512<<10), kgo.ProducerLinger(50*time.Millisecond),
+		kgo.DefaultProduceTopic(ckptTopic), kgo.ProducerBatchMaxBytes(512<<10), kgo.ProducerLinger(50*time.Millisecond),
 		kgo.MaxBufferedRecords(perTxn+1), kgo.ProducerBatchCompression(kgo.NoCompression()))
 	if err != nil {
 		t.Fatal(err)
@@ -68,12 +68,12 @@ func bulk(t *testing.T, cluster *kfake.Cluster, key string, n, perTxn int) {
 	}
 }
 
-// TestReadLastBehindABusyNeighbour: another slot sharing the checkpoint
+// TestReadCheckpointBehindABusyNeighbour: another slot sharing the checkpoint
 // partition has committed 200,000 records since this slot's last one, and
-// every round trip to the broker takes 20 ms. ReadLast must find the slot's
+// every round trip to the broker takes 20 ms. ReadCheckpoint must find the slot's
 // record in a bounded number of fetches, whatever the neighbour wrote: a
 // relay's open gives it 20 s.
-func TestReadLastBehindABusyNeighbour(t *testing.T) {
+func TestReadCheckpointBehindABusyNeighbour(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes 200,000 records to kfake: not a -short test")
 	}
@@ -105,12 +105,12 @@ func TestReadLastBehindABusyNeighbour(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cluster, client := newCluster(t, 1)
+			cluster, cl := newCheckpointCluster(t, 1)
 			tt.write(t, cluster, newProducer(t, cluster, "a"))
 			fetches := slowFetches(cluster, 20*time.Millisecond)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			got, found, err := ReadLast(ctx, client, topic, keyA)
+			got, found, err := cl.ReadCheckpoint(ctx, ckptTopic, keyA)
 			n := fetches.Load()
 			if err != nil {
 				t.Fatalf("read after %d fetches: %v", n, err)

@@ -1,4 +1,4 @@
-package checkpoint
+package producer
 
 import (
 	"context"
@@ -6,12 +6,14 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/outbox-cdc/outbox-cdc/checkpoint"
 )
 
 // The size of a fetch: the first asks for fetchMaxBytes of the partition
 // (the Java consumer's max.partition.fetch.bytes is 1 MiB), and each next
 // one for twice the last, up to fetchMaxBytesLimit, one segment of a topic
-// EnsureTopic creates. The whole response's bound, fetchResponseMaxBytes,
+// EnsureCheckpointTopic creates. The whole response's bound, fetchResponseMaxBytes,
 // is the Java consumer's fetch.max.bytes: with one partition per request
 // it never binds first, which matters with kfake, whose fetch leaves a
 // partition's aborted transactions out of a response cut short by that
@@ -26,9 +28,9 @@ const (
 // stable, while transactions open when the read began are still open.
 const fetchWait = 500 * time.Millisecond
 
-// ReadLast returns the newest committed checkpoint stored under key in
-// topic, and whether there is one. It reads the key's partition (see
-// Partition) back from its high watermark as of the call, in windows each
+// ReadCheckpoint returns the newest committed checkpoint stored under key
+// in topic, and whether there is one. It reads the key's partition (see
+// checkpointPartition) back from its high watermark as of the call, in windows each
 // twice the last (see readWindow), down to its log start at most,
 // isolation read_committed, waiting while a transaction that wrote below
 // that mark is still open (at most until the broker aborts it after its
@@ -49,43 +51,43 @@ const fetchWait = 500 * time.Millisecond
 // checkpoint) are no checkpoint: the relay then trusts the slot, whose
 // position is never past the last Kafka commit, so the worst outcome is
 // events sent again. A record under key that cannot be decoded is an error
-// (ErrBadRecord, ErrUnsupportedVersion), not a missing checkpoint.
-func ReadLast(ctx context.Context, client *kafka.Client, topic, key string) (Record, bool, error) {
-	return readLast(ctx, client, topic, key, fetchMaxBytes)
+// (checkpoint.ErrBadRecord, checkpoint.ErrUnsupportedVersion), not a missing checkpoint.
+func (c *Cluster) ReadCheckpoint(ctx context.Context, topic, key string) (checkpoint.Record, bool, error) {
+	return c.readCheckpoint(ctx, topic, key, fetchMaxBytes)
 }
 
-func readLast(ctx context.Context, client *kafka.Client, topic, key string, maxBytes int32) (Record, bool, error) {
-	exists, partitions, err := describeTopic(ctx, client, topic)
+func (c *Cluster) readCheckpoint(ctx context.Context, topic, key string, maxBytes int32) (checkpoint.Record, bool, error) {
+	exists, partitions, err := c.describeTopic(ctx, topic)
 	if err != nil || !exists || partitions == 0 {
-		return Record{}, false, err
+		return checkpoint.Record{}, false, err
 	}
-	p := Partition(key, partitions)
-	first, end, err := bounds(ctx, client, topic, p)
+	p := checkpointPartition(key, partitions)
+	first, end, err := c.bounds(ctx, topic, p)
 	if err != nil {
-		return Record{}, false, err
+		return checkpoint.Record{}, false, err
 	}
-	rd := &reader{client: client, topic: topic, partition: p, key: []byte(key), maxBytes: maxBytes}
+	rd := &reader{client: c.client, topic: topic, partition: p, key: []byte(key), maxBytes: maxBytes}
 	// Window by window from the end back, each twice the last, until one
 	// holds a record under the key: its last is the newest.
 	for hi, window := end, int64(readWindow); hi > first && !rd.seen; window *= 2 {
 		lo := max(first, hi-window)
 		rd.end = hi
 		if err := rd.readFrom(ctx, lo); err != nil {
-			return Record{}, false, err
+			return checkpoint.Record{}, false, err
 		}
 		hi = lo
 	}
 	if rd.last == nil {
-		return Record{}, false, nil
+		return checkpoint.Record{}, false, nil
 	}
-	r, err := Decode(rd.last)
+	r, err := checkpoint.Decode(rd.last)
 	if err != nil {
-		return Record{}, false, fmt.Errorf("read checkpoint of %s from %s/%d: %w", key, topic, p, err)
+		return checkpoint.Record{}, false, fmt.Errorf("read checkpoint of %s from %s/%d: %w", key, topic, p, err)
 	}
 	return r, true, nil
 }
 
-// readWindow is the first window readLast reads, in offsets from the end of
+// readWindow is the first window readCheckpoint reads, in offsets from the end of
 // the partition back; each next window is twice the last, and each fetch
 // asks for twice the bytes of the last (up to fetchMaxBytesLimit). A slot's
 // last checkpoint is usually among the last records (each slot's commit
@@ -97,7 +99,7 @@ func readLast(ctx context.Context, client *kafka.Client, topic, key string, maxB
 // 75,000, past the 20 s a relay's open has at 10 ms a round trip; doubling
 // windows and fetches take about log2(n/64) fetches for n offsets, plus one
 // per 16 MiB of the tail past the first few: 11 for those 75,000, 13 for
-// 200,000 (TestReadLastBehindABusyNeighbour). Memory stays at one batch
+// 200,000 (TestReadCheckpointBehindABusyNeighbour). Memory stays at one batch
 // whatever a fetch's size, since fetch decodes the response as it arrives.
 //
 // Kafka reads forward only: without an index of where each key's last
@@ -105,7 +107,7 @@ func readLast(ctx context.Context, client *kafka.Client, topic, key string, maxB
 // this topic bounds the bytes read by a neighbour's writes. A partition
 // per slot by key hash was not taken: it bounds nothing when two slots
 // hash to one partition, and an existing topic keeps its one partition
-// (EnsureTopic never changes a topic; adding partitions moves keys, and
+// (EnsureCheckpointTopic never changes a topic; adding partitions moves keys, and
 // each slot's checkpoint with them: events sent again). Doubling changes
 // nothing stored, and works on every topic as it is.
 const readWindow = 64
@@ -146,10 +148,10 @@ func ended(ctx context.Context) error {
 }
 
 // bounds returns partition p's log start offset and high watermark.
-func bounds(ctx context.Context, client *kafka.Client, topic string, p int) (first, end int64, err error) {
+func (c *Cluster) bounds(ctx context.Context, topic string, p int) (first, end int64, err error) {
 	for i, at := range []int64{kafka.FirstOffset, kafka.LastOffset} {
 		// One request each: a broker may refuse a partition twice in one.
-		res, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{
+		res, err := c.client.ListOffsets(ctx, &kafka.ListOffsetsRequest{
 			Topics: map[string][]kafka.OffsetRequest{topic: {{Partition: p, Timestamp: at}}},
 		})
 		if err != nil {

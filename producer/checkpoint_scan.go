@@ -1,4 +1,4 @@
-package checkpoint
+package producer
 
 import (
 	"bufio"
@@ -39,8 +39,6 @@ const (
 	batchHeader = 49
 	magicAt     = 4
 )
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // errTruncated is a record shorter than its fields say.
 var errTruncated = errors.New("truncated record")
@@ -158,7 +156,7 @@ const controlAbort = 0
 // decompressed stream, one record at a time.
 // maxRecordBytes bounds one record of a compressed batch, and
 // maxInflatedBatch what one batch inflates to: a checkpoint record is a few
-// hundred bytes, and a batch at most a segment (topic.go) before
+// hundred bytes, and a batch at most a segment (checkpoint_topic.go) before
 // compression.
 const (
 	maxRecordBytes   = segmentBytes

@@ -1,4 +1,4 @@
-package checkpoint
+package producer
 
 import (
 	"bytes"
@@ -13,16 +13,16 @@ import (
 	produceAPI "github.com/segmentio/kafka-go/protocol/produce"
 	"github.com/segmentio/kafka-go/protocol/rawproduce"
 
+	"github.com/outbox-cdc/outbox-cdc/checkpoint"
 	"github.com/outbox-cdc/outbox-cdc/internal/backoff"
 	"github.com/outbox-cdc/outbox-cdc/internal/outage"
-	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
-// Txn is the transactional producer a Writer's records belong to:
-// producer.Txn.
-type Txn interface {
+// CheckpointTxn is the transactional producer a CheckpointWriter's
+// records belong to: a *Txn.
+type CheckpointTxn interface {
 	TransactionalID() string
-	Header(seq int32) producer.BatchHeader
+	Header(seq int32) BatchHeader
 	Added(topic string, partition int32) bool
 	AddPartitions(ctx context.Context, partitions map[string][]int32) error
 	Refused(err error) error
@@ -30,30 +30,31 @@ type Txn interface {
 	Outage() *outage.Tracker
 }
 
-// Writer writes one slot's checkpoint records into the open transaction
-// of a Txn: one record per Kafka transaction, to the partition of the
+// CheckpointWriter writes one slot's checkpoint records into the open
+// transaction of a Txn: one record per Kafka transaction, to the partition of the
 // slot's key. It owns that partition's sequence under the Txn's producer
-// id and epoch (nothing else of the producer writes there), so a Writer
-// lives as long as one InitProducerID.
-type Writer struct {
+// id and epoch (nothing else of the producer writes there), so a
+// CheckpointWriter lives as long as one InitProducerID.
+type CheckpointWriter struct {
 	client    *kafka.Client
-	txn       Txn
+	txn       CheckpointTxn
 	topic     string
 	key       string
 	partition int32
 	seq       int32 // the base sequence of the next record
 }
 
-// NewWriter returns a Writer of key's records to topic, which must exist.
-func NewWriter(ctx context.Context, client *kafka.Client, txn Txn, topic, key string) (*Writer, error) {
-	exists, n, err := describeTopic(ctx, client, topic)
+// NewCheckpointWriter returns a CheckpointWriter of key's records to
+// topic, which must exist, through the Cluster's connections.
+func (c *Cluster) NewCheckpointWriter(ctx context.Context, txn CheckpointTxn, topic, key string) (*CheckpointWriter, error) {
+	exists, n, err := c.describeTopic(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
 	if !exists || n == 0 {
 		return nil, fmt.Errorf("checkpoint topic %s does not exist", topic)
 	}
-	return &Writer{client: client, txn: txn, topic: topic, key: key, partition: int32(Partition(key, n))}, nil
+	return &CheckpointWriter{client: c.client, txn: txn, topic: topic, key: key, partition: int32(checkpointPartition(key, n))}, nil
 }
 
 // writeTimeout bounds one produce request of a checkpoint record.
@@ -63,8 +64,8 @@ const writeTimeout = 30 * time.Second
 // and writes rec there, acks=all. Transient failures are retried with the
 // same sequence, which the broker writes once, until ctx ends, each
 // attempt told to the Txn's outage tracker; a refusal of the producer
-// returns the Txn's verdict (producer.TxnError).
-func (w *Writer) Write(ctx context.Context, rec Record) error {
+// returns the Txn's verdict (TxnError).
+func (w *CheckpointWriter) Write(ctx context.Context, rec checkpoint.Record) error {
 	value, err := rec.Encode()
 	if err != nil {
 		return err
@@ -96,14 +97,14 @@ func (w *Writer) Write(ctx context.Context, rec Record) error {
 	}
 }
 
-// produce sends value as a batch of one record with the Writer's
+// produce sends value as a batch of one record with the writer's
 // sequence. A duplicate sequence answering a retry is the broker holding
 // the batch already; answering a first attempt it is an error: the
 // partition's sequence was used by another writer (a row routed into the
 // checkpoint topic shares it), and this record was not written.
-func (w *Writer) produce(ctx context.Context, value []byte, retry bool) error {
-	buf, err := producer.AppendBatch(make([]byte, 4, 128+len(value)), w.txn.Header(w.seq),
-		[]producer.Record{{Key: []byte(w.key), Value: value}}, 0)
+func (w *CheckpointWriter) produce(ctx context.Context, value []byte, retry bool) error {
+	buf, err := AppendBatch(make([]byte, 4, 128+len(value)), w.txn.Header(w.seq),
+		[]Record{{Key: []byte(w.key), Value: value}}, 0)
 	if err != nil {
 		return fmt.Errorf("encode the checkpoint: %w", err)
 	}
@@ -134,7 +135,7 @@ func (w *Writer) produce(ctx context.Context, value []byte, retry bool) error {
 }
 
 // Topic is the checkpoint topic.
-func (w *Writer) Topic() string { return w.topic }
+func (w *CheckpointWriter) Topic() string { return w.topic }
 
-// Partition is the partition of the Writer's key.
-func (w *Writer) Partition() int32 { return w.partition }
+// Partition is the partition of the writer's key.
+func (w *CheckpointWriter) Partition() int32 { return w.partition }

@@ -1,4 +1,4 @@
-package checkpoint
+package producer
 
 import (
 	"context"
@@ -13,17 +13,20 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outbox-cdc/outbox-cdc/checkpoint"
 )
 
-const topic = "checkpoints"
+const ckptTopic = "checkpoints"
 
-// newCluster starts a one-broker kfake cluster with the checkpoint topic
-// in partitions partitions (none: no topic), and a kafka-go client of it.
-func newCluster(t *testing.T, partitions int32) (*kfake.Cluster, *kafka.Client) {
+// newCheckpointCluster starts a one-broker kfake cluster with the
+// checkpoint topic in partitions partitions (none: no topic), and a
+// Cluster of it.
+func newCheckpointCluster(t *testing.T, partitions int32) (*kfake.Cluster, *Cluster) {
 	t.Helper()
 	opts := []kfake.Opt{kfake.NumBrokers(1)}
 	if partitions > 0 {
-		opts = append(opts, kfake.SeedTopics(partitions, topic))
+		opts = append(opts, kfake.SeedTopics(partitions, ckptTopic))
 	}
 	cluster, err := kfake.NewCluster(opts...)
 	if err != nil {
@@ -32,7 +35,7 @@ func newCluster(t *testing.T, partitions int32) (*kfake.Cluster, *kafka.Client) 
 	t.Cleanup(cluster.Close)
 	transport := &kafka.Transport{}
 	t.Cleanup(transport.CloseIdleConnections)
-	return cluster, &kafka.Client{Addr: kafka.TCP(cluster.ListenAddrs()...), Timeout: 10 * time.Second, Transport: transport}
+	return cluster, NewCluster(&kafka.Client{Addr: kafka.TCP(cluster.ListenAddrs()...), Timeout: 10 * time.Second, Transport: transport})
 }
 
 // franzProducer is a franz-go transactional producer: a client independent of
@@ -45,7 +48,7 @@ type franzProducer struct {
 func newProducer(t *testing.T, cluster *kfake.Cluster, id string) *franzProducer {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.TransactionalID(id),
-		kgo.DefaultProduceTopic(topic), kgo.TransactionTimeout(time.Minute))
+		kgo.DefaultProduceTopic(ckptTopic), kgo.TransactionTimeout(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +95,7 @@ func (p *franzProducer) txn(commit bool, key string, values ...[]byte) {
 // at is the encoded checkpoint of slot s ending at end.
 func at(t *testing.T, end pglogrepl.LSN) []byte {
 	t.Helper()
-	b, err := Record{SystemID: "7312345678901234567", Slot: "s", Timeline: 1, CommitLSN: end - 1, EndLSN: end}.Encode()
+	b, err := checkpoint.Record{SystemID: "7312345678901234567", Slot: "s", Timeline: 1, CommitLSN: end - 1, EndLSN: end}.Encode()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,15 +103,15 @@ func at(t *testing.T, end pglogrepl.LSN) []byte {
 }
 
 var (
-	keyA = Key("7312345678901234567", "s")
-	keyB = Key("7312345678901234567", "other")
+	keyA = checkpoint.Key("7312345678901234567", "s")
+	keyB = checkpoint.Key("7312345678901234567", "other")
 )
 
-// TestReadLast writes checkpoints through franz-go transactions, committed
+// TestReadCheckpoint writes checkpoints through franz-go transactions, committed
 // and aborted, interleaved between two producers, and reads the newest
 // committed one for keyA, with a first fetch of any size (1 byte: one batch
 // each for the first fetches, which double).
-func TestReadLast(t *testing.T) {
+func TestReadCheckpoint(t *testing.T) {
 	tests := []struct {
 		name       string
 		partitions int32
@@ -178,11 +181,11 @@ func TestReadLast(t *testing.T) {
 	for _, tt := range tests {
 		for _, maxBytes := range []int32{fetchMaxBytes, 1} {
 			t.Run(fmt.Sprintf("%s/fetch %d bytes", tt.name, maxBytes), func(t *testing.T) {
-				cluster, client := newCluster(t, tt.partitions)
+				cluster, cl := newCheckpointCluster(t, tt.partitions)
 				tt.write(newProducer(t, cluster, "a"), newProducer(t, cluster, "b"))
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 				defer cancel()
-				got, found, err := readLast(ctx, client, topic, keyA, maxBytes)
+				got, found, err := cl.readCheckpoint(ctx, ckptTopic, keyA, maxBytes)
 				if err != nil {
 					t.Fatalf("read: %v", err)
 				}
@@ -194,14 +197,14 @@ func TestReadLast(t *testing.T) {
 	}
 }
 
-// TestReadLastWaitsForOpenTransactions: a checkpoint committed after another
+// TestReadCheckpointWaitsForOpenTransactions: a checkpoint committed after another
 // producer's still open transaction lies beyond the last stable offset;
-// ReadLast waits for that transaction's end instead of missing it, and
+// ReadCheckpoint waits for that transaction's end instead of missing it, and
 // says what it waited for when ctx ends first.
-func TestReadLastWaitsForOpenTransactions(t *testing.T) {
+func TestReadCheckpointWaitsForOpenTransactions(t *testing.T) {
 	for _, commit := range []bool{true, false} {
 		t.Run(fmt.Sprintf("the open one commits %v", commit), func(t *testing.T) {
-			cluster, client := newCluster(t, 1)
+			cluster, cl := newCheckpointCluster(t, 1)
 			a, b := newProducer(t, cluster, "a"), newProducer(t, cluster, "b")
 			a.txn(true, keyA, at(t, 10))
 			b.begin()
@@ -210,7 +213,7 @@ func TestReadLastWaitsForOpenTransactions(t *testing.T) {
 
 			short, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
-			if _, _, err := ReadLast(short, client, topic, keyA); !errors.Is(err, context.DeadlineExceeded) {
+			if _, _, err := cl.ReadCheckpoint(short, ckptTopic, keyA); !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("read with a transaction open: %v, want a deadline error", err)
 			}
 			ended := make(chan struct{})
@@ -221,7 +224,7 @@ func TestReadLastWaitsForOpenTransactions(t *testing.T) {
 			}()
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			got, found, err := ReadLast(ctx, client, topic, keyA)
+			got, found, err := cl.ReadCheckpoint(ctx, ckptTopic, keyA)
 			<-ended
 			if err != nil || !found || got.EndLSN != 30 {
 				t.Fatalf("read %s (found %v, %v), want 0/1E", got.EndLSN, found, err)
@@ -230,22 +233,22 @@ func TestReadLastWaitsForOpenTransactions(t *testing.T) {
 	}
 }
 
-func TestReadLastRefuses(t *testing.T) {
+func TestReadCheckpointRefuses(t *testing.T) {
 	tests := []struct {
 		name    string
 		value   []byte
 		wantErr error
 	}{
-		{"not a checkpoint", []byte("hello"), ErrBadRecord},
-		{"a format from the future", []byte(`{"v":"2.0"}`), ErrUnsupportedVersion},
+		{"not a checkpoint", []byte("hello"), checkpoint.ErrBadRecord},
+		{"a format from the future", []byte(`{"v":"2.0"}`), checkpoint.ErrUnsupportedVersion},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cluster, client := newCluster(t, 1)
+			cluster, cl := newCheckpointCluster(t, 1)
 			p := newProducer(t, cluster, "a")
 			p.txn(true, keyA, at(t, 10))
 			p.txn(true, keyA, tt.value)
-			_, found, err := ReadLast(context.Background(), client, topic, keyA)
+			_, found, err := cl.ReadCheckpoint(context.Background(), ckptTopic, keyA)
 			if !errors.Is(err, tt.wantErr) || found {
 				t.Fatalf("read: found %v, %v; want %v", found, err, tt.wantErr)
 			}
@@ -253,28 +256,28 @@ func TestReadLastRefuses(t *testing.T) {
 	}
 }
 
-func TestReadLastWithoutTopic(t *testing.T) {
-	_, client := newCluster(t, 0)
-	got, found, err := ReadLast(context.Background(), client, topic, keyA)
+func TestReadCheckpointWithoutTopic(t *testing.T) {
+	_, cl := newCheckpointCluster(t, 0)
+	got, found, err := cl.ReadCheckpoint(context.Background(), ckptTopic, keyA)
 	if err != nil || found {
 		t.Fatalf("read a missing topic: %+v, found %v, %v; want no checkpoint and no error", got, found, err)
 	}
 }
 
-// TestKafkaGoFetchKeepsAbortedRecords is why ReadLast sends its own fetch:
+// TestKafkaGoFetchKeepsAbortedRecords is why ReadCheckpoint sends its own fetch:
 // at read_committed the broker still returns an aborted transaction's
 // records (with the list of aborted transactions, for the client to drop
 // them), and kafka-go's Client.Fetch passes them on as data and drops the
-// list. Should kafka-go start filtering them, this test fails; ReadLast
+// list. Should kafka-go start filtering them, this test fails; ReadCheckpoint
 // decodes the response itself all the same, to keep its memory bounded (see
 // fetch).
 func TestKafkaGoFetchKeepsAbortedRecords(t *testing.T) {
-	cluster, client := newCluster(t, 1)
+	cluster, cl := newCheckpointCluster(t, 1)
 	p := newProducer(t, cluster, "a")
 	p.txn(true, keyA, at(t, 10))
 	p.txn(false, keyA, at(t, 20))
-	res, err := client.Fetch(context.Background(), &kafka.FetchRequest{
-		Topic: topic, Partition: 0, Offset: 0, MaxBytes: 1 << 20, IsolationLevel: kafka.ReadCommitted,
+	res, err := cl.client.Fetch(context.Background(), &kafka.FetchRequest{
+		Topic: ckptTopic, Partition: 0, Offset: 0, MaxBytes: 1 << 20, IsolationLevel: kafka.ReadCommitted,
 	})
 	if err != nil || res.Error != nil {
 		t.Fatalf("fetch: %v, %v", err, res.Error)
@@ -292,7 +295,7 @@ func TestKafkaGoFetchKeepsAbortedRecords(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec, err := Decode(v)
+		rec, err := checkpoint.Decode(v)
 		if err != nil {
 			t.Fatal(err)
 		}
