@@ -315,8 +315,8 @@ func systemID(ctx context.Context, url string) string {
 // configuration says it (SASL's User:<name>); empty otherwise (a TLS
 // client certificate's principal depends on the brokers' mapping rules).
 func principal(cfg relay.Config) string {
-	if cfg.Kafka.SASLMechanism == "" || cfg.Kafka.SASLUsername == "" {
+	if cfg.Kafka.SASL.Mechanism == "" || cfg.Kafka.SASL.Username == "" {
 		return ""
 	}
-	return "User:" + cfg.Kafka.SASLUsername
+	return "User:" + cfg.Kafka.SASL.Username
 }

@@ -183,7 +183,7 @@ func TestCheckExactlyACLs(t *testing.T) {
 		kfake.User("PLAIN", "relay", "pw", grant, describe), kfake.User("PLAIN", "other", "pw", describe), kfake.User("PLAIN", "blind", "pw"))
 	as := func(user string) relay.Config {
 		return exactlyConfig(cluster.ListenAddrs(), func(c *relay.Config) {
-			c.Kafka.SASLMechanism, c.Kafka.SASLUsername, c.Kafka.SASLPassword, c.Kafka.SASLAllowPlaintext = "plain", user, "pw", true
+			c.Kafka.SASL, c.Kafka.SASLAllowPlaintext = sink.SASL{Mechanism: "plain", Username: user, Password: "pw"}, true
 		})
 	}
 	want(t, runCheckExactly(t, as("relay"))["transactional id ACLs"], checklist.OK, "User:relay may write TransactionalId "+txnID)

@@ -46,10 +46,19 @@ type Config struct {
 }
 
 // UsageError is a configuration mistake the user fixes by changing a
-// flag, an environment variable or the config file. cmd/outbox-cdc exits
-// 2 on it. It is relay's ConfigError, so that a mistake relay.New finds is
-// one too.
-type UsageError = relay.ConfigError
+// flag, an environment variable or the config file, said in those terms.
+// cmd/outbox-cdc exits 2 on it. A relay.ConfigError (relay's validation,
+// relay.New) becomes one through Explain, which Parse applies.
+type UsageError struct {
+	Field string // the flag to fix, such as max-in-flight; empty: several, or none
+	Msg   string
+	err   error // what it explains: an error holding a relay.ConfigError; nil: none
+}
+
+func (e *UsageError) Error() string { return e.Msg }
+
+// Unwrap is the error Explain said in terms of flags, if any.
+func (e *UsageError) Unwrap() error { return e.err }
 
 func usagef(format string, args ...any) error {
 	return &UsageError{Msg: fmt.Sprintf(format, args...)}
@@ -122,7 +131,7 @@ func Parse(cmd string, args, environ []string, out io.Writer) (Config, error) {
 		return Config{}, err
 	}
 	if err := c.validate(); err != nil {
-		return Config{}, err
+		return Config{}, Explain(err)
 	}
 	return c, nil
 }

@@ -100,8 +100,8 @@ func TestSecretsFromFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Relay.PostgresURL != "postgres://relay:s3cret-pw@db:5432/app" || c.Relay.Kafka.SASLPassword != "sasl-pw" {
-		t.Errorf("url %q, sasl password %q: the trailing newline should be trimmed", c.Relay.PostgresURL, c.Relay.Kafka.SASLPassword)
+	if c.Relay.PostgresURL != "postgres://relay:s3cret-pw@db:5432/app" || c.Relay.Kafka.SASL.Password != "sasl-pw" {
+		t.Errorf("url %q, sasl password %q: the trailing newline should be trimmed", c.Relay.PostgresURL, c.Relay.Kafka.SASL.Password)
 	}
 	if !c.Relay.Kafka.TLS {
 		t.Error("--kafka-tls-server-name should imply --kafka-tls")

@@ -112,9 +112,9 @@ func kafkaFlags(f *flags, k *relay.Kafka) {
 	f.str(gKafka, &k.TLSFiles.KeyFile, "kafka-tls-key-file", "PEM private key of --kafka-tls-cert-file")
 	f.str(gKafka, &k.TLSFiles.ServerName, "kafka-tls-server-name", "name expected in the brokers' certificates; empty: each broker's host")
 	f.boolean(gKafka, &k.TLSFiles.InsecureSkipVerify, "kafka-tls-insecure-skip-verify", "accept any broker certificate (testing only: anyone on the path can read and forge traffic)")
-	f.value(gKafka, enum[sink.SASLMechanism]{&k.SASLMechanism}, "kafka-sasl-mechanism", "SASL authentication: plain, scram-sha-256 or scram-sha-512; empty: none")
-	f.str(gKafka, &k.SASLUsername, "kafka-sasl-username", "SASL user name")
-	f.str(gKafka, &k.SASLPassword, "kafka-sasl-password", "SASL password; prefer OUTBOX_CDC_KAFKA_SASL_PASSWORD_FILE, never logged")
+	f.value(gKafka, enum[sink.SASLMechanism]{&k.SASL.Mechanism}, "kafka-sasl-mechanism", "SASL authentication: plain, scram-sha-256 or scram-sha-512; empty: none")
+	f.str(gKafka, &k.SASL.Username, "kafka-sasl-username", "SASL user name")
+	f.str(gKafka, &k.SASL.Password, "kafka-sasl-password", "SASL password; prefer OUTBOX_CDC_KAFKA_SASL_PASSWORD_FILE, never logged")
 	f.boolean(gKafka, &k.SASLAllowPlaintext, "kafka-sasl-allow-plaintext", "allow --kafka-sasl-mechanism=plain without TLS, which sends the password in clear to anyone on the path (a local test broker, say); refused otherwise. SCRAM never sends the password and needs no such permission (outbox-cdc check still warns of a plaintext listener)")
 }
 

@@ -33,7 +33,7 @@ func TestSchemaRegistryFlags(t *testing.T) {
 		{"not a URL", append(base, "--schema-registry", "r:8081"), "--schema-registry \"r:8081\""},
 		{"password in URL", append(base, "--schema-registry", "http://u:p@r:8081"), "not in the URL"},
 		{"user alone", append(base, "--schema-registry", "http://r:8081", "--schema-registry-user", "u"), "--schema-registry-user and --schema-registry-password"},
-		{"credentials alone", append(base, "--schema-registry-user", "u", "--schema-registry-password", "p"), "need --schema-registry URL"},
+		{"credentials alone", append(base, "--schema-registry-user", "u", "--schema-registry-password", "p"), "need --schema-registry"},
 	} {
 		_, err := Parse(CmdRun, tc.args, nil, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

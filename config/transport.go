@@ -115,9 +115,9 @@ func (c Config) KafkaTransport() checklist.Item {
 		it.Fix = "drop --kafka-tls-insecure-skip-verify and give --kafka-tls-ca-file the CA that signs the brokers' certificates"
 	case k.UsesTLS():
 		it.Status, it.Detail = checklist.OK, "TLS, the brokers' certificates verified"
-	case k.SASLMechanism == "plain":
+	case k.SASL.Mechanism == "plain":
 		it.Status, it.Detail, it.Fix = checklist.Warn, "SASL PLAIN without TLS (--kafka-sasl-allow-plaintext): the password travels in clear, and the events too", tlsFix
-	case remote && k.SASLMechanism != "":
+	case remote && k.SASL.Mechanism != "":
 		it.Status, it.Detail, it.Fix = checklist.Warn, "plaintext: the events travel in clear (SCRAM does not send the password, but an eavesdropper may guess it offline from the exchange)", tlsFix
 	case remote:
 		it.Status, it.Detail, it.Fix = checklist.Warn, "plaintext without authentication: the events travel in clear, and anyone who reaches the brokers may write to the topics", tlsFix

@@ -117,13 +117,13 @@ func TestKafkaTransport(t *testing.T) {
 		status  checklist.Status
 		detail  string
 	}{
-		{"verified TLS", []string{"k1:9093"}, relay.Kafka{TLS: true, SASLMechanism: "plain"}, checklist.OK, "certificates verified"},
+		{"verified TLS", []string{"k1:9093"}, relay.Kafka{TLS: true, SASL: sink.SASL{Mechanism: "plain"}}, checklist.OK, "certificates verified"},
 		{"TLS, any certificate", []string{"k1:9093"}, relay.Kafka{TLS: true, TLSFiles: sink.TLSFiles{InsecureSkipVerify: true}}, checklist.Warn, "--kafka-tls-insecure-skip-verify"},
-		{"PLAIN in clear, allowed", []string{"127.0.0.1:9092"}, relay.Kafka{SASLMechanism: "plain", SASLAllowPlaintext: true}, checklist.Warn, "the password travels in clear"},
-		{"SCRAM in clear", []string{"127.0.0.1:9092", "k2:9092"}, relay.Kafka{SASLMechanism: "scram-sha-512"}, checklist.Warn, "SCRAM does not send the password"},
+		{"PLAIN in clear, allowed", []string{"127.0.0.1:9092"}, relay.Kafka{SASL: sink.SASL{Mechanism: "plain"}, SASLAllowPlaintext: true}, checklist.Warn, "the password travels in clear"},
+		{"SCRAM in clear", []string{"127.0.0.1:9092", "k2:9092"}, relay.Kafka{SASL: sink.SASL{Mechanism: "scram-sha-512"}}, checklist.Warn, "SCRAM does not send the password"},
 		{"plaintext, remote", []string{"k1:9092"}, relay.Kafka{}, checklist.Warn, "without authentication"},
 		{"plaintext, local", []string{"127.0.0.1:9092", "localhost:9093"}, relay.Kafka{}, checklist.OK, "on this machine only"},
-		{"SCRAM in clear, local", []string{"[::1]:9092"}, relay.Kafka{SASLMechanism: "scram-sha-256"}, checklist.OK, "on this machine only"},
+		{"SCRAM in clear, local", []string{"[::1]:9092"}, relay.Kafka{SASL: sink.SASL{Mechanism: "scram-sha-256"}}, checklist.OK, "on this machine only"},
 	}
 	for _, tt := range tests {
 		tt.k.Brokers = tt.brokers
@@ -136,7 +136,7 @@ func TestKafkaTransport(t *testing.T) {
 
 func TestTransportWarningsAreOneLineEach(t *testing.T) {
 	c := Config{Relay: relay.Config{PostgresURL: "postgres://u:pw@db.example.com/app",
-		Kafka: relay.Kafka{Brokers: []string{"127.0.0.1:9092"}, SASLMechanism: "plain", SASLAllowPlaintext: true, SASLPassword: "pw"}}}
+		Kafka: relay.Kafka{Brokers: []string{"127.0.0.1:9092"}, SASL: sink.SASL{Mechanism: "plain", Password: "pw"}, SASLAllowPlaintext: true}}}
 	w := c.TransportWarnings()
 	if len(w) != 2 || !strings.HasPrefix(w[0], "postgres TLS: reached db.example.com:5432") || !strings.HasPrefix(w[1], "kafka TLS: SASL PLAIN without TLS") {
 		t.Fatalf("TransportWarnings() = %q", w)

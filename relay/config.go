@@ -52,11 +52,12 @@ type Config struct {
 	// BackfillForce runs each table's backfill again on an existing slot,
 	// in a snapshot of its own: rows it also streams are published twice.
 	BackfillForce bool
-	// OnSlotLost is what a lost slot makes the relay do (--on-slot-lost):
+	// OnSlotLost is what a lost slot makes the relay do:
 	// fail (the default) or heal, which needs Cleanup.
 	OnSlotLost SlotLostPolicy
-	// Defaults are the per-table settings a table named by --table alone
-	// gets (the flags set them; the config file overrides them per table).
+	// Defaults are the per-table settings a table gets when made by
+	// Table (package config's flags set them; its config file overrides
+	// them per table).
 	Defaults Table
 }
 
@@ -66,10 +67,9 @@ type Kafka struct {
 	// TLS turns TLS on; implied by any of TLSFiles' fields.
 	TLS      bool
 	TLSFiles sink.TLSFiles
-	// SASLMechanism is "", plain, scram-sha-256 or scram-sha-512.
-	SASLMechanism sink.SASLMechanism
-	SASLUsername  string
-	SASLPassword  string // never logged
+	// SASL is the mechanism ("", plain, scram-sha-256 or scram-sha-512)
+	// and the credentials; sink.SASL validates them.
+	SASL sink.SASL
 	// SASLAllowPlaintext permits SASL PLAIN without TLS, which sends the
 	// password in clear; without it such a configuration is refused.
 	SASLAllowPlaintext bool
@@ -300,7 +300,7 @@ func (c Config) Security() (sink.Security, error) {
 			return s, err
 		}
 	}
-	s.SASL, err = sink.NewSASL(k.SASLMechanism, k.SASLUsername, k.SASLPassword)
+	s.SASL, err = sink.NewSASL(k.SASL.Mechanism, k.SASL.Username, k.SASL.Password)
 	return s, err
 }
 

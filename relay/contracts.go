@@ -9,9 +9,9 @@ import (
 func (c Contracts) validate() error {
 	switch {
 	case c.Unknown != contract.UnknownAllow && c.Unknown != contract.UnknownDeadLetter:
-		return bad("contracts-unknown", "--contracts-unknown %q: want allow or dead-letter", c.Unknown)
+		return bad("Unknown", "{Unknown} %q: want allow or dead-letter", c.Unknown)
 	case c.Unknown == contract.UnknownDeadLetter && c.Dir == "":
-		return bad("contracts-unknown", "--contracts-unknown=dead-letter needs --contracts DIR: without contracts every event type is unknown")
+		return bad("Unknown", "{Unknown=dead-letter} needs {Dir}: without contracts every event type is unknown")
 	}
 	return nil
 }
@@ -26,7 +26,7 @@ func (c Contracts) contracts() (sink.Contracts, error) {
 	}
 	set, err := contract.Load(c.Dir, c.Unknown)
 	if err != nil {
-		return nil, bad("contracts", "--contracts %s: %v", c.Dir, err)
+		return nil, bad("Dir", "{Dir} %s: %w", c.Dir, err)
 	}
 	return set, nil
 }

@@ -88,22 +88,22 @@ func (d Delivery) validate() error {
 		return nil
 	case ExactlyOnce:
 	default:
-		return bad("delivery", "--delivery %q: use at-least-once or exactly-once", d.Mode)
+		return bad("Mode", "{Mode} %q: use at-least-once or exactly-once", d.Mode)
 	}
 	if !kafkaName.MatchString(d.CheckpointTopic) || d.CheckpointTopic == "." || d.CheckpointTopic == ".." {
-		return bad("checkpoint-topic", "--checkpoint-topic %q is not a Kafka topic name (letters, digits, . _ -, at most 249)", d.CheckpointTopic)
+		return bad("CheckpointTopic", "{CheckpointTopic} %q is not a Kafka topic name (letters, digits, . _ -, at most 249)", d.CheckpointTopic)
 	}
 	if d.CheckpointReplicationFactor < 0 || d.CheckpointReplicationFactor > 32767 {
-		return bad("checkpoint-replication-factor", "--checkpoint-replication-factor %d: use 0 (the broker's default) or a positive count", d.CheckpointReplicationFactor)
+		return bad("CheckpointReplicationFactor", "{CheckpointReplicationFactor} %d: use 0 (the broker's default) or a positive count", d.CheckpointReplicationFactor)
 	}
 	if len(d.TransactionalID) > 32767 {
-		return bad("transactional-id", "--transactional-id is longer than Kafka accepts")
+		return bad("TransactionalID", "{TransactionalID} is longer than Kafka accepts")
 	}
 	if d.TransactionTimeout < time.Second || d.TransactionTimeout.Milliseconds() > 1<<31-1 {
-		return bad("transaction-timeout", "--transaction-timeout %s: use at least 1s and at most the broker's transaction.max.timeout.ms (15m by default)", d.TransactionTimeout)
+		return bad("TransactionTimeout", "{TransactionTimeout} %s: use at least 1s and at most the broker's transaction.max.timeout.ms (15m by default)", d.TransactionTimeout)
 	}
 	if d.TransactionInterval <= 0 || d.TransactionInterval > d.TransactionTimeout/4 {
-		return bad("transaction-interval", "--transaction-interval %s: use more than 0 and at most a quarter of --transaction-timeout (%s)",
+		return bad("TransactionInterval", "{TransactionInterval} %s: use more than 0 and at most a quarter of {TransactionTimeout} (%s)",
 			d.TransactionInterval, d.TransactionTimeout)
 	}
 	return nil
@@ -127,11 +127,11 @@ func (c Config) validateCheckpointTopic() error {
 	}
 	name := c.Delivery.CheckpointTopic
 	if c.Topics.OnInvalid == OnInvalidDLQ && name == c.Topics.DeadLetterTopic {
-		return bad("checkpoint-topic", "--checkpoint-topic %s is also --dlq-topic: give the checkpoints a topic of their own", name)
+		return bad("Delivery.CheckpointTopic", "{Delivery.CheckpointTopic} %s is also {Topics.DeadLetterTopic}: give the checkpoints a topic of their own", name)
 	}
 	for _, t := range append([]Table{c.Defaults}, c.Tables...) {
 		if t.Route.Topic == name {
-			return bad("checkpoint-topic", "--checkpoint-topic %s is also --topic: give the checkpoints a topic of their own", name)
+			return bad("Delivery.CheckpointTopic", "{Delivery.CheckpointTopic} %s is also {Defaults.Route.Topic}: give the checkpoints a topic of their own", name)
 		}
 	}
 	return nil

@@ -21,7 +21,7 @@
 //
 // Its Config is composed of each component's settings (Kafka, Slot,
 // Tables, Stream, Producer, Topics, Cleanup), typed and validated once by
-// New (Validate, a *ConfigError naming the flag to fix). cmd/outbox-cdc is
+// New (Validate, a *ConfigError naming the field to fix). cmd/outbox-cdc is
 // a thin shell around it: package config fills a Config from flags,
 // OUTBOX_CDC_* variables and a config file; cmd adds signals, the HTTP
 // server for metrics and probes, the check, setup and status commands, and

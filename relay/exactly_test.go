@@ -152,11 +152,11 @@ func TestCheckpointTopicOfItsOwn(t *testing.T) {
 		field  string
 	}{
 		{"its own", func(*Config) {}, ""},
-		{"the dead-letter topic", func(c *Config) { c.Delivery.CheckpointTopic = c.Topics.DeadLetterTopic }, "checkpoint-topic"},
+		{"the dead-letter topic", func(c *Config) { c.Delivery.CheckpointTopic = c.Topics.DeadLetterTopic }, "Delivery.CheckpointTopic"},
 		{"the dead-letter topic, unused", func(c *Config) {
 			c.Delivery.CheckpointTopic, c.Topics.OnInvalid = c.Topics.DeadLetterTopic, OnInvalidFail
 		}, ""},
-		{"a fixed event topic", func(c *Config) { c.Tables[0].Route.Topic = c.Delivery.CheckpointTopic }, "checkpoint-topic"},
+		{"a fixed event topic", func(c *Config) { c.Tables[0].Route.Topic = c.Delivery.CheckpointTopic }, "Delivery.CheckpointTopic"},
 		{"at least once", func(c *Config) { c.Delivery.Mode, c.Delivery.CheckpointTopic = AtLeastOnce, c.Topics.DeadLetterTopic }, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -39,15 +39,15 @@ func (c Config) validateSlotLost() error {
 		return nil
 	case SlotLostHeal:
 	default:
-		return bad("on-slot-lost", "--on-slot-lost %q: want fail or heal", c.OnSlotLost)
+		return bad("OnSlotLost", "{OnSlotLost} %q: want fail or heal", c.OnSlotLost)
 	}
 	why := "nothing in the outbox table says which rows were published, so a heal could not tell what to publish again"
 	if c.Cleanup != cleanup.DeleteAfterPublish && c.Cleanup != cleanup.Mark {
-		return bad("on-slot-lost", "--on-slot-lost heal needs --cleanup delete-after-publish or mark: without it %s", why)
+		return bad("OnSlotLost", "{OnSlotLost} heal needs {Cleanup} delete-after-publish or mark: without it %s", why)
 	}
 	for _, t := range c.CleanupTables() {
 		if _, err := cleanup.Unpublished(c.Cleanup, t); err != nil {
-			return bad("on-slot-lost", "--on-slot-lost heal needs --cleanup with --mark: %v (%s)", err, why)
+			return bad("OnSlotLost", "{OnSlotLost} heal needs {Cleanup} with {Defaults.Mark}: %w (%s)", err, why)
 		}
 	}
 	return nil

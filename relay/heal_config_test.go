@@ -31,11 +31,11 @@ func TestHealNeedsCleanup(t *testing.T) {
 		refused string // "" when accepted
 	}{
 		{"fail is the default's behaviour", SlotLostFail, cleanup.None, nil, nil, ""},
-		{"heal without cleanup", SlotLostHeal, cleanup.None, nil, nil, "--on-slot-lost heal needs --cleanup"},
-		{"heal marking dead letters alone", SlotLostHeal, cleanup.Mark, nil, []cleanup.Set{dead}, "--on-slot-lost heal needs --cleanup"},
+		{"heal without cleanup", SlotLostHeal, cleanup.None, nil, nil, "OnSlotLost heal needs Cleanup"},
+		{"heal marking dead letters alone", SlotLostHeal, cleanup.Mark, nil, []cleanup.Set{dead}, "OnSlotLost heal needs Cleanup"},
 		{"heal deleting", SlotLostHeal, cleanup.DeleteAfterPublish, nil, nil, ""},
 		{"heal marking", SlotLostHeal, cleanup.Mark, []cleanup.Set{mark}, nil, ""},
-		{"an unknown policy", "retry", cleanup.None, nil, nil, "--on-slot-lost \"retry\""},
+		{"an unknown policy", "retry", cleanup.None, nil, nil, "OnSlotLost \"retry\""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -50,8 +50,8 @@ func TestHealNeedsCleanup(t *testing.T) {
 			case c.refused == "" && err != nil:
 				t.Fatalf("refused: %v", err)
 			case c.refused == "":
-			case !errors.As(err, &ce) || ce.Field != "on-slot-lost" || !strings.Contains(err.Error(), c.refused):
-				t.Fatalf("got %v, want a ConfigError for on-slot-lost saying %q", err, c.refused)
+			case !errors.As(err, &ce) || ce.Field != "OnSlotLost" || !strings.Contains(err.Error(), c.refused):
+				t.Fatalf("got %v, want a ConfigError for OnSlotLost saying %q", err, c.refused)
 			case c.policy == SlotLostHeal && !strings.Contains(err.Error(), "published"):
 				t.Errorf("%v: does not say why (what was published)", err)
 			}

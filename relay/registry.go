@@ -54,26 +54,26 @@ func (c Config) validateRegistry() error {
 	g := c.Contracts.Registry
 	if g.URL == "" {
 		if g.User != "" || g.Password != "" || g.tls() != nil {
-			return bad("schema-registry", "--schema-registry-user, --schema-registry-password and the --schema-registry-*-file TLS settings need --schema-registry URL")
+			return bad("Contracts.Registry.URL", "{Contracts.Registry.User}, {Contracts.Registry.Password} and the TLS files ({Contracts.Registry.CAFile}, {Contracts.Registry.CertFile}, {Contracts.Registry.KeyFile}) need {Contracts.Registry.URL}")
 		}
 		return nil
 	}
 	u, err := url.Parse(g.URL)
 	switch {
 	case err == nil && u.User != nil: // checked first: the URL is not quoted then
-		return bad("schema-registry", "--schema-registry: put the credentials in --schema-registry-user and --schema-registry-password (or %s_FILE), not in the URL", envName("schema-registry-password"))
+		return bad("Contracts.Registry.URL", "{Contracts.Registry.URL}: put the credentials in {Contracts.Registry.User} and {*Contracts.Registry.Password}, not in the URL")
 	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-		return bad("schema-registry", "--schema-registry %q: want the base URL of a Confluent-compatible API, http(s)://HOST:PORT[/PATH] (Apicurio's ends in /apis/ccompat/v7)", g.URL)
+		return bad("Contracts.Registry.URL", "{Contracts.Registry.URL} %q: want the base URL of a Confluent-compatible API, http(s)://HOST:PORT[/PATH] (Apicurio's ends in /apis/ccompat/v7)", g.URL)
 	case g.tls() != nil && u.Scheme != "https":
-		return bad("schema-registry", "--schema-registry %q: the --schema-registry-*-file TLS settings need an https:// URL", g.URL)
+		return bad("Contracts.Registry.URL", "{Contracts.Registry.URL} %q: the TLS files ({Contracts.Registry.CAFile}, {Contracts.Registry.CertFile}, {Contracts.Registry.KeyFile}) need an https:// URL", g.URL)
 	case (g.CertFile == "") != (g.KeyFile == ""):
-		return bad("schema-registry-cert-file", "--schema-registry-cert-file and --schema-registry-key-file go together: give both or neither")
+		return bad("Contracts.Registry.CertFile", "{Contracts.Registry.CertFile} and {Contracts.Registry.KeyFile} go together: give both or neither")
 	case (g.User == "") != (g.Password == ""):
-		return bad("schema-registry-user", "--schema-registry-user and --schema-registry-password (or %s_FILE) go together: give both or neither", envName("schema-registry-password"))
+		return bad("Contracts.Registry.User", "{Contracts.Registry.User} and {*Contracts.Registry.Password} go together: give both or neither")
 	case c.Contracts.Dir == "":
-		return bad("schema-registry", "--schema-registry needs --contracts DIR: the contracts are what is registered, and only events with one are framed")
+		return bad("Contracts.Registry.URL", "{Contracts.Registry.URL} needs {Contracts.Dir}: the contracts are what is registered, and only events with one are framed")
 	case c.Producer.Envelope != sink.EnvelopeRaw:
-		return bad("schema-registry", "--schema-registry frames the record value as the registry's wire format (0x00, the schema id, the payload), which needs --envelope=raw: --envelope=%s wraps the payload in a document, or announces the value's content type (cloudevents' content-type header), which a framed value would contradict", c.Producer.Envelope)
+		return bad("Contracts.Registry.URL", "{Contracts.Registry.URL} frames the record value as the registry's wire format (0x00, the schema id, the payload), which needs {Producer.Envelope=raw}: {Producer.Envelope} %s wraps the payload in a document, or announces the value's content type (cloudevents' content-type header), which a framed value would contradict", c.Producer.Envelope)
 	}
 	return nil
 }
@@ -87,7 +87,7 @@ func (c Contracts) registry(contracts sink.Contracts, log *slog.Logger) (sink.Re
 	}
 	reg, err := registry.New(c.Registry.RegistryConfig(docs, log))
 	if err != nil {
-		return nil, bad("schema-registry", "--schema-registry: %v", err)
+		return nil, bad("Registry.URL", "{Registry.URL}: %w", err)
 	}
 	return reg, nil
 }

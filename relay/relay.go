@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/outbox-cdc/outbox-cdc/checkpoint"
+	"github.com/outbox-cdc/outbox-cdc/internal/configerr"
 	"github.com/outbox-cdc/outbox-cdc/internal/outage"
 	"github.com/outbox-cdc/outbox-cdc/metrics"
 	"github.com/outbox-cdc/outbox-cdc/replication"
@@ -101,10 +102,10 @@ func New(cfg Config, opts ...Option) (*Relay, error) {
 		return nil, err
 	}
 	if r.contract, err = cfg.Contracts.contracts(); err != nil {
-		return nil, err
+		return nil, configerr.In("Contracts", err)
 	}
 	if r.registry, err = cfg.Contracts.registry(r.contract, o.log); err != nil {
-		return nil, err
+		return nil, configerr.In("Contracts", err)
 	}
 	r.metrics, err = metrics.New(o.version, o.reg, metrics.Live{
 		InFlight: r.live.inFlight, Confirmed: r.live.confirmed, Received: r.live.received, Streaming: r.live.streaming.Load,

@@ -33,21 +33,21 @@ func TestNewRefusesWhatCannotWork(t *testing.T) {
 	good := relay.Default()
 	good.PostgresURL, good.Kafka.Brokers = "postgres://u@127.0.0.1:1/db", []string{"127.0.0.1:1"}
 	for _, tt := range []struct {
-		name, field string // field: the flag the error names
+		name, field string // field: the Config field the error names
 		mutate      func(c *relay.Config)
 	}{
-		{"no postgres url", "postgres-url", func(c *relay.Config) { c.PostgresURL = "" }},
-		{"no brokers", "kafka-brokers", func(c *relay.Config) { c.Kafka.Brokers = nil }},
-		{"nothing to relay", "table", func(c *relay.Config) { c.Tables, c.Messages.Prefix = nil, "" }},
-		{"heartbeat prefix", "message-prefix", func(c *relay.Config) { c.Messages.Prefix = "outbox-cdc.heartbeat" }},
-		{"bad topic template", "topic", func(c *relay.Config) { c.Tables[0].Route.Topic = "a.{" }},
-		{"bad dead-letter topic", "dlq-topic", func(c *relay.Config) { c.Topics.DeadLetterTopic = "no spaces" }},
-		{"confirm past status", "confirm-interval", func(c *relay.Config) { c.Stream.ConfirmInterval = time.Hour }},
-		{"unknown compression", "kafka-compression", func(c *relay.Config) { c.Producer.Compression = "brotli" }},
-		{"unknown failover", "slot-failover", func(c *relay.Config) { c.Slot.Failover = "maybe" }},
-		{"cleanup with no tables", "cleanup", func(c *relay.Config) { c.Tables, c.Cleanup = nil, cleanup.DeleteAfterPublish }},
-		{"a mark without a column", "mark", func(c *relay.Config) { c.Cleanup, c.Tables[0].Mark = cleanup.Mark, []cleanup.Set{{}} }},
-		{"bad backfill order", "backfill-order", func(c *relay.Config) { c.Tables[0].Backfill = backfill.Spec{Where: "true", Order: "random"} }},
+		{"no postgres url", "PostgresURL", func(c *relay.Config) { c.PostgresURL = "" }},
+		{"no brokers", "Kafka.Brokers", func(c *relay.Config) { c.Kafka.Brokers = nil }},
+		{"nothing to relay", "Tables", func(c *relay.Config) { c.Tables, c.Messages.Prefix = nil, "" }},
+		{"heartbeat prefix", "Messages.Prefix", func(c *relay.Config) { c.Messages.Prefix = "outbox-cdc.heartbeat" }},
+		{"bad topic template", "Tables[0].Route.Topic", func(c *relay.Config) { c.Tables[0].Route.Topic = "a.{" }},
+		{"bad dead-letter topic", "Topics.DeadLetterTopic", func(c *relay.Config) { c.Topics.DeadLetterTopic = "no spaces" }},
+		{"confirm past status", "Stream.ConfirmInterval", func(c *relay.Config) { c.Stream.ConfirmInterval = time.Hour }},
+		{"unknown compression", "Producer.Compression", func(c *relay.Config) { c.Producer.Compression = "brotli" }},
+		{"unknown failover", "Slot.Failover", func(c *relay.Config) { c.Slot.Failover = "maybe" }},
+		{"cleanup with no tables", "Cleanup", func(c *relay.Config) { c.Tables, c.Cleanup = nil, cleanup.DeleteAfterPublish }},
+		{"a mark without a column", "Tables[0].Mark", func(c *relay.Config) { c.Cleanup, c.Tables[0].Mark = cleanup.Mark, []cleanup.Set{{}} }},
+		{"bad backfill order", "Tables[0].Backfill.Order", func(c *relay.Config) { c.Tables[0].Backfill = backfill.Spec{Where: "true", Order: "random"} }},
 	} {
 		c := good
 		c.Tables = append([]relay.Table(nil), good.Tables...)

@@ -9,36 +9,27 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/segmentio/kafka-go/sasl/scram"
 
-	"github.com/outbox-cdc/outbox-cdc/backfill"
 	"github.com/outbox-cdc/outbox-cdc/cleanup"
 	"github.com/outbox-cdc/outbox-cdc/decode"
-	"github.com/outbox-cdc/outbox-cdc/internal/predicate"
+	"github.com/outbox-cdc/outbox-cdc/internal/configerr"
 	"github.com/outbox-cdc/outbox-cdc/internal/redact"
 	"github.com/outbox-cdc/outbox-cdc/sink"
 	"github.com/outbox-cdc/outbox-cdc/slot"
 )
 
-// ConfigError is a setting that cannot work, found before any I/O. Its
-// message names the flag to fix (the config file's key is the flag's name
-// with _ for -; the Config field's comment names it too): cmd/outbox-cdc
-// exits 2 on it.
-type ConfigError struct {
-	Field string // the flag's name, such as max-in-flight; empty: several
-	Msg   string
-}
+// ConfigError is a setting that cannot work, found before any I/O: its
+// Field is the setting's path in Config, such as Producer.BatchSize or
+// Tables[1].Columns.ID, and its message names that and any other setting
+// by their paths too. Package config says the same in terms of its flags
+// (cmd/outbox-cdc exits 2 on it).
+type ConfigError = configerr.Error
 
-func (e *ConfigError) Error() string { return e.Msg }
-
+// bad is the error of field, a path relative to the type whose method
+// calls it (a caller holding that type makes it its own with
+// configerr.In); format writes settings as {Path} (see configerr.New).
 func bad(field, format string, args ...any) error {
-	return &ConfigError{Field: field, Msg: fmt.Sprintf(format, args...)}
-}
-
-// envName is the variable of a flag, for messages: outbox-cdc's flags and
-// OUTBOX_CDC_* variables are the names users know these settings by.
-func envName(flag string) string {
-	return "OUTBOX_CDC_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+	return configerr.New(field, format, args...)
 }
 
 // Part is a part of a Config that Validate checks. A program that uses
@@ -59,7 +50,7 @@ const (
 )
 
 // Validate reports the first setting that cannot work, as a *ConfigError
-// naming the flag to fix. New calls it.
+// naming its field. New calls it.
 func (c Config) Validate() error { return c.ValidateParts(PartAll) }
 
 // ValidateParts is Validate for the parts p names.
@@ -69,9 +60,10 @@ func (c Config) ValidateParts(p Part) error {
 		check func() error
 	}{
 		{PartPostgres, c.validatePostgres}, {PartSlot, c.validateSlot}, {PartTables, c.validateTables},
-		{PartKafka, c.Kafka.validate}, {PartTopics, c.validateTopics}, {PartStream, c.validateStream},
-		{PartCleanup, c.validateCleanup}, {PartCleanup, c.validateSlotLost}, {PartTopics, c.Contracts.validate}, {PartTopics, c.validateRegistry},
-		{PartKafka, c.Delivery.validate}, {PartKafka, c.validateCheckpointTopic}, {PartTopics, c.validateReserved},
+		{PartKafka, in("Kafka", c.Kafka.validate)}, {PartTopics, c.validateTopics}, {PartStream, c.validateStream},
+		{PartCleanup, c.validateCleanup}, {PartCleanup, c.validateSlotLost}, {PartTopics, in("Contracts", c.Contracts.validate)},
+		{PartTopics, c.validateRegistry}, {PartKafka, in("Delivery", c.Delivery.validate)}, {PartKafka, c.validateCheckpointTopic},
+		{PartTopics, c.validateReserved},
 	}
 	for _, ch := range checks {
 		if p&ch.part == 0 {
@@ -84,9 +76,18 @@ func (c Config) ValidateParts(p Part) error {
 	return nil
 }
 
+// in is check, its error's field seen from Config, where check's receiver
+// is at path.
+func in(path string, check func() error) func() error {
+	return func() error { return configerr.In(path, check()) }
+}
+
+// tablePath is the path of Config's i-th table.
+func tablePath(i int) string { return fmt.Sprintf("Tables[%d]", i) }
+
 func (c Config) validatePostgres() error {
 	if c.PostgresURL == "" {
-		return bad("postgres-url", "--postgres-url (or %s) is required, e.g. postgres://user@127.0.0.1:5432/db", envName("postgres-url"))
+		return bad("PostgresURL", "{*PostgresURL} is required, e.g. postgres://user@127.0.0.1:5432/db")
 	}
 	// Parsed as the driver will parse it at connect time, so that check
 	// --offline calls valid only what run can use; but without the files
@@ -95,7 +96,7 @@ func (c Config) validatePostgres() error {
 	// pgconn's error names the fault with the password already blanked;
 	// redact is a belt.
 	if _, err := pgconn.ParseConfig(withoutFiles(c.PostgresURL)); err != nil {
-		return bad("postgres-url", "--postgres-url cannot be parsed: %s", redact.String(err.Error()))
+		return bad("PostgresURL", "{PostgresURL} cannot be parsed: %s", redact.String(err.Error()))
 	}
 	return nil
 }
@@ -107,31 +108,31 @@ func (c Config) validateSlot() error {
 	prefix := c.Messages.Prefix
 	switch {
 	case len(c.Tables) == 0 && prefix == "":
-		return bad("table", "--table: name at least one outbox table, or relay messages alone with --table '' and a --message-prefix")
+		return bad("Tables", "{Tables}: name at least one outbox table, or relay messages alone with {Tables} '' and a {Messages.Prefix}")
 	case prefix == decode.HeartbeatPrefix:
-		return bad("message-prefix", "--message-prefix %q is outbox-cdc's heartbeat prefix; choose another", prefix)
+		return bad("Messages.Prefix", "{Messages.Prefix} %q is outbox-cdc's heartbeat prefix; choose another", prefix)
 	case strings.ContainsRune(prefix, 0):
-		return bad("message-prefix", "--message-prefix must not contain a NUL byte")
+		return bad("Messages.Prefix", "{Messages.Prefix} must not contain a NUL byte")
 	}
 	seen := map[string]bool{}
 	for _, t := range c.Tables {
 		q := t.Qualified()
 		switch {
 		case t.Schema == "" || t.Name == "" || strings.Contains(t.Name, "."):
-			return bad("table", "--table %q: want table or schema.table", q)
+			return bad("Tables", "{Tables} %q: want table or schema.table", q)
 		case seen[q]:
-			return bad("table", "--table: %s is listed twice", q)
+			return bad("Tables", "{Tables}: %s is listed twice", q)
 		}
 		seen[q] = true
 	}
 	s := c.Slot
 	switch {
 	case s.Publication == "":
-		return bad("publication", "--publication must not be empty")
+		return bad("Slot.Publication", "{Slot.Publication} must not be empty")
 	case !slotName.MatchString(s.Name):
-		return bad("slot", "--slot %q: a slot name is 1 to 63 characters of a-z, 0-9 and _", s.Name)
+		return bad("Slot.Name", "{Slot.Name} %q: a slot name is 1 to 63 characters of a-z, 0-9 and _", s.Name)
 	case s.Failover != slot.FailoverAuto && s.Failover != slot.FailoverOn && s.Failover != slot.FailoverOff:
-		return bad("slot-failover", "--slot-failover %q: want auto, true or false", s.Failover)
+		return bad("Slot.Failover", "{Slot.Failover} %q: want auto, true or false", s.Failover)
 	}
 	return nil
 }
@@ -141,62 +142,12 @@ var reservedHeaderNames = []string{"id", "event_type", "aggregate_type", "conten
 
 func (c Config) validateTables() error {
 	if len(c.Tables) == 0 && c.Defaults.Where != "" {
-		return bad("where", "--where filters an outbox table's rows, and --table names no table (messages are never filtered)")
+		return bad("Defaults.Where", "{Defaults.Where} filters an outbox table's rows, and {Tables} names no table (messages are never filtered)")
 	}
-	for _, t := range c.Tables {
+	for i, t := range c.Tables {
 		if err := t.validate(); err != nil {
-			return err
+			return configerr.In(tablePath(i), err)
 		}
-		if t.Where == "" {
-			continue
-		}
-		if _, err := predicate.Parse("--where", t.Where); err != nil {
-			return bad("where", "%s: %v", t.Qualified(), err)
-		}
-	}
-	return nil
-}
-
-// validate checks one table's mapping, route and marks.
-func (t Table) validate() error {
-	q := t.Qualified()
-	if t.Route.Topic == "" {
-		return bad("topic", "table %s: the topic must not be empty", q)
-	}
-	for _, m := range [][]cleanup.Set{t.Mark, t.MarkDead} {
-		if i := slices.IndexFunc(m, func(s cleanup.Set) bool { return s.Column == "" }); i >= 0 {
-			return bad("mark", "--mark and --mark-dead (table %s): a value set on no column; parse them with cleanup.ParseSet", q)
-		}
-	}
-	if err := t.Route.validate("table " + q); err != nil {
-		return err
-	}
-	cols := t.Columns
-	for _, r := range []struct{ flag, v string }{
-		{"column-id", cols.ID}, {"column-event-type", cols.EventType}, {"column-payload", cols.Payload},
-	} {
-		if r.v == "" {
-			return bad(r.flag, "--%s must name a column (table %s)", r.flag, q)
-		}
-	}
-	switch np := cols.NullPayload; {
-	case np != "" && np != decode.NullPayloadDeadLetter && np != decode.NullPayloadTombstone:
-		return bad("null-payload", "--null-payload %q (table %s): want dead-letter or tombstone", np, q)
-	case np == decode.NullPayloadTombstone && cols.AggregateID == "":
-		return bad("null-payload", "--null-payload=tombstone (table %s): the table has no key column (--column-aggregate-id), and a tombstone without a key deletes nothing", q)
-	}
-	names := map[string]bool{}
-	for _, h := range cols.HeaderColumns {
-		n := h.Name()
-		switch {
-		case h.Column == "":
-			return bad("header-column", "--header-column %q: want COLUMN or COLUMN:HEADER (table %s)", ":"+h.Header, q)
-		case slices.Contains(reservedHeaderNames, n) || strings.HasPrefix(n, "ce_") || strings.HasPrefix(n, "outbox_cdc."):
-			return bad("header-column", "--header-column %s: header %q is set by outbox-cdc itself; name it COLUMN:OTHER", h.Column, n)
-		case names[n]:
-			return bad("header-column", "--header-column: header %q is given twice (table %s)", n, q)
-		}
-		names[n] = true
 	}
 	return nil
 }
@@ -206,23 +157,23 @@ func (t Table) validate() error {
 func (r Route) validate(of string) error {
 	s := r.Spec
 	if s.Partitions < 0 || s.ReplicationFactor < 0 {
-		return bad("topic-partitions", "--topic-partitions and --topic-replication-factor (%s): want 0 (the broker's default) or more", of)
+		return bad("Spec.Partitions", "{Spec.Partitions} and {Spec.ReplicationFactor} (%s): want 0 (the broker's default) or more", of)
 	}
 	for k := range s.Configs {
 		if k == "" {
-			return bad("topic-config", "--topic-config (%s): a config with no key; want KEY=VALUE, such as min.insync.replicas=2", of)
+			return bad("Spec.Configs", "{Spec.Configs} (%s): a config with no key; want KEY=VALUE, such as min.insync.replicas=2", of)
 		}
 	}
 	if r.Regex != "" {
 		if _, err := regexp.Compile(r.Regex); err != nil {
-			return bad("topic-regex", "--topic-regex %q (%s): %v", r.Regex, of, err)
+			return bad("Regex", "{Regex} %q (%s): %w", r.Regex, of, err)
 		}
 	}
 	if _, err := regexp.Compile(r.Allow); err != nil {
-		return bad("topic-allow", "--topic-allow %q (%s): %v", r.Allow, of, err)
+		return bad("Allow", "{Allow} %q (%s): %w", r.Allow, of, err)
 	}
 	if _, err := r.topic(); err != nil {
-		return bad("topic", "--topic (%s): %v", of, err)
+		return bad("Topic", "{Topic} (%s): %w", of, err)
 	}
 	return nil
 }
@@ -239,60 +190,43 @@ func (r Route) topic() (sink.Topic, error) {
 	return topic, err
 }
 
+// validate checks the brokers, TLS and SASL; SASL's own settings are
+// sink.SASL's to judge.
 func (k Kafka) validate() error {
 	if len(k.Brokers) == 0 {
-		return bad("kafka-brokers", "--kafka-brokers (or %s) is required, e.g. 127.0.0.1:9092", envName("kafka-brokers"))
+		return bad("Brokers", "{*Brokers} is required, e.g. 127.0.0.1:9092")
 	}
-	m := k.SASLMechanism
-	switch {
-	case (k.TLSFiles.CertFile == "") != (k.TLSFiles.KeyFile == ""):
-		return bad("kafka-tls-cert-file", "--kafka-tls-cert-file and --kafka-tls-key-file go together: give both or neither")
-	case m != "" && m != "plain" && m != "scram-sha-256" && m != "scram-sha-512":
-		return bad("kafka-sasl-mechanism", "--kafka-sasl-mechanism %q: want plain, scram-sha-256 or scram-sha-512", m)
-	case m != "" && k.SASLUsername == "":
-		return bad("kafka-sasl-username", "--kafka-sasl-username (or %s) is required with --kafka-sasl-mechanism", envName("kafka-sasl-username"))
-	case m != "" && k.SASLPassword == "":
-		return bad("kafka-sasl-password", "--kafka-sasl-password (or %s, or %s_FILE) is required with --kafka-sasl-mechanism",
-			envName("kafka-sasl-password"), envName("kafka-sasl-password"))
-	case m == "" && (k.SASLUsername != "" || k.SASLPassword != ""):
-		return bad("kafka-sasl-mechanism", "--kafka-sasl-username and --kafka-sasl-password need --kafka-sasl-mechanism (plain, scram-sha-256 or scram-sha-512)")
-	case m == "plain" && !k.UsesTLS() && !k.SASLAllowPlaintext:
-		return bad("kafka-sasl-mechanism", "--kafka-sasl-mechanism=plain without TLS sends the password in clear: add --kafka-tls (with --kafka-tls-ca-file) for the brokers' SASL_SSL listener, "+
-			"use scram-sha-512, or say --kafka-sasl-allow-plaintext (%s=true) on a network you trust", envName("kafka-sasl-allow-plaintext"))
-	case strings.HasPrefix(string(m), "scram") && !saslPrepared(k.SASLUsername):
-		return bad("kafka-sasl-username", "--kafka-sasl-username holds a character SCRAM refuses (SASLprep, RFC 4013: a control character, say)")
-	case strings.HasPrefix(string(m), "scram") && !saslPrepared(k.SASLPassword):
-		return bad("kafka-sasl-password", "--kafka-sasl-password holds a character SCRAM refuses (SASLprep, RFC 4013: a control character, say)")
+	if (k.TLSFiles.CertFile == "") != (k.TLSFiles.KeyFile == "") {
+		return bad("TLSFiles.CertFile", "{TLSFiles.CertFile} and {TLSFiles.KeyFile} go together: give both or neither")
+	}
+	if err := k.SASL.Validate(); err != nil {
+		return configerr.In("SASL", err)
+	}
+	if k.SASL.Mechanism == "plain" && !k.UsesTLS() && !k.SASLAllowPlaintext {
+		return bad("SASL.Mechanism", "{SASL.Mechanism=plain} without TLS sends the password in clear: add {TLS} (with {TLSFiles.CAFile}) for the brokers' SASL_SSL listener, "+
+			"use scram-sha-512, or say {*SASLAllowPlaintext=true} on a network you trust")
 	}
 	return nil
-}
-
-// saslPrepared reports whether SCRAM accepts s as a user name or password.
-// Asked here so that the refusal does not quote s, as the SCRAM library's
-// own error does.
-func saslPrepared(s string) bool {
-	_, err := scram.Mechanism(scram.SHA256, "user", s) // a password is prepared as a user name is
-	return err == nil
 }
 
 func (c Config) validateTopics() error {
 	t := c.Topics
 	switch {
 	case c.Defaults.Route.Topic == "":
-		return bad("topic", "--topic must not be empty")
+		return bad("Defaults.Route.Topic", "{Defaults.Route.Topic} must not be empty")
 	case t.OnInvalid != OnInvalidDLQ && t.OnInvalid != OnInvalidFail:
-		return bad("on-invalid", "--on-invalid %q: want dlq or fail", t.OnInvalid)
+		return bad("Topics.OnInvalid", "{Topics.OnInvalid} %q: want dlq or fail", t.OnInvalid)
 	case t.OnInvalid == OnInvalidDLQ && t.DeadLetterTopic == "":
-		return bad("dlq-topic", "--dlq-topic must name a topic with --on-invalid=dlq")
+		return bad("Topics.DeadLetterTopic", "{Topics.DeadLetterTopic} must name a topic with {Topics.OnInvalid=dlq}")
 	case t.Max < 0:
-		return bad("max-topics", "--max-topics %d: want 0 (no cap) or more", t.Max)
+		return bad("Topics.Max", "{Topics.Max} %d: want 0 (no cap) or more", t.Max)
 	}
 	if err := c.Defaults.Route.validate("messages"); err != nil {
-		return err
+		return configerr.In("Defaults.Route", err)
 	}
 	if t.OnInvalid == OnInvalidDLQ {
 		if err := sink.ValidateTopicName(t.DeadLetterTopic); err != nil {
-			return bad("dlq-topic", "--dlq-topic: %v", err)
+			return bad("Topics.DeadLetterTopic", "{Topics.DeadLetterTopic}: %w", err)
 		}
 	}
 	return nil
@@ -302,52 +236,57 @@ func (c Config) validateStream() error {
 	s, p := c.Stream, c.Producer
 	switch {
 	case s.MaxInFlight < 1:
-		return bad("max-in-flight", "--max-in-flight %d: want at least 1", s.MaxInFlight)
+		return bad("Stream.MaxInFlight", "{Stream.MaxInFlight} %d: want at least 1", s.MaxInFlight)
 	case s.MaxInFlightBytes < 1:
-		return bad("max-in-flight-bytes", "--max-in-flight-bytes %d: want at least 1", s.MaxInFlightBytes)
+		return bad("Stream.MaxInFlightBytes", "{Stream.MaxInFlightBytes} %d: want at least 1", s.MaxInFlightBytes)
 	case p.BatchSize < 1:
-		return bad("batch-size", "--batch-size %d: want at least 1", p.BatchSize)
+		return bad("Producer.BatchSize", "{Producer.BatchSize} %d: want at least 1", p.BatchSize)
 	case p.BatchTimeout <= 0:
-		return bad("batch-timeout", "--batch-timeout %s: want a positive duration such as 5ms", p.BatchTimeout)
+		return bad("Producer.BatchTimeout", "{Producer.BatchTimeout} %s: want a positive duration such as 5ms", p.BatchTimeout)
 	case p.MaxInFlightRequests < 1 || p.MaxInFlightRequests > 5:
-		return bad("max-in-flight-requests", "--max-in-flight-requests %d: want 1 to 5 (a broker recognises a batch sent twice only among the last 5 of a partition)", p.MaxInFlightRequests)
+		return bad("Producer.MaxInFlightRequests", "{Producer.MaxInFlightRequests} %d: want 1 to 5 (a broker recognises a batch sent twice only among the last 5 of a partition)", p.MaxInFlightRequests)
 	case !slices.Contains([]sink.Compression{sink.CompressionNone, sink.CompressionGzip, sink.CompressionSnappy, sink.CompressionLz4, sink.CompressionZstd}, p.Compression):
-		return bad("kafka-compression", "--kafka-compression %q: want none, gzip, snappy, lz4 or zstd", p.Compression)
+		return bad("Producer.Compression", "{Producer.Compression} %q: want none, gzip, snappy, lz4 or zstd", p.Compression)
 	case s.StatusInterval <= 0 || s.StatusInterval > time.Minute:
-		return bad("status-interval", "--status-interval %s: want between 1ms and 1m (Postgres drops a silent client after wal_sender_timeout)", s.StatusInterval)
+		return bad("Stream.StatusInterval", "{Stream.StatusInterval} %s: want between 1ms and 1m (Postgres drops a silent client after wal_sender_timeout)", s.StatusInterval)
 	case s.ConfirmInterval <= 0 || s.ConfirmInterval > s.StatusInterval:
-		return bad("confirm-interval", "--confirm-interval %s: want a positive duration up to --status-interval (%s)", s.ConfirmInterval, s.StatusInterval)
+		return bad("Stream.ConfirmInterval", "{Stream.ConfirmInterval} %s: want a positive duration up to {Stream.StatusInterval} (%s)", s.ConfirmInterval, s.StatusInterval)
 	case s.ReceiveTimeout < 0:
-		return bad("receive-timeout", "--receive-timeout %s: want a positive duration, or 0 for 3 × --status-interval", s.ReceiveTimeout)
+		return bad("Stream.ReceiveTimeout", "{Stream.ReceiveTimeout} %s: want a positive duration, or 0 for 3 × {Stream.StatusInterval}", s.ReceiveTimeout)
 	case s.DrainTimeout < 0:
-		return bad("drain-timeout", "--drain-timeout %s: want zero or more", s.DrainTimeout)
+		return bad("Stream.DrainTimeout", "{Stream.DrainTimeout} %s: want zero or more", s.DrainTimeout)
 	case s.HeartbeatInterval < 0:
-		return bad("heartbeat-interval", "--heartbeat-interval %s: want a positive duration, or 0 to disable", s.HeartbeatInterval)
+		return bad("Stream.HeartbeatInterval", "{Stream.HeartbeatInterval} %s: want a positive duration, or 0 to disable", s.HeartbeatInterval)
 	}
-	return c.validateProducer()
+	if err := p.validate(); err != nil {
+		return configerr.In("Producer", err)
+	}
+	if c.BackfillForce && !c.backfills() {
+		return bad("BackfillForce", "{BackfillForce} needs {Defaults.Backfill.Where}")
+	}
+	return nil
 }
 
-func (c Config) validateProducer() error {
-	p := c.Producer
+// validate checks the producer's settings that Validate's stream checks
+// leave.
+func (p Producer) validate() error {
 	switch {
 	case p.MaxMessageBytes < 1024:
-		return bad("max-message-bytes", "--max-message-bytes %d: want at least 1024", p.MaxMessageBytes)
+		return bad("MaxMessageBytes", "{MaxMessageBytes} %d: want at least 1024", p.MaxMessageBytes)
 	case p.MetadataMaxAge < time.Second:
-		return bad("kafka-metadata-max-age", "--kafka-metadata-max-age %s: want at least 1s", p.MetadataMaxAge)
+		return bad("MetadataMaxAge", "{MetadataMaxAge} %s: want at least 1s", p.MetadataMaxAge)
 	case p.MissingTopicTimeout < 0:
-		return bad("missing-topic-timeout", "--missing-topic-timeout %s: want zero or more", p.MissingTopicTimeout)
+		return bad("MissingTopicTimeout", "{MissingTopicTimeout} %s: want zero or more", p.MissingTopicTimeout)
 	case !slices.Contains([]sink.Envelope{sink.EnvelopeRaw, sink.EnvelopeCloudEvents, sink.EnvelopeCloudEventsStructured, sink.EnvelopeConnectJSON}, p.Envelope):
-		return bad("envelope", "--envelope %q: want raw, cloudevents, cloudevents-structured or connect-json", p.Envelope)
+		return bad("Envelope", "{Envelope} %q: want raw, cloudevents, cloudevents-structured or connect-json", p.Envelope)
 	case p.ConnectExpandPayload && p.Envelope != sink.EnvelopeConnectJSON:
-		return bad("connect-expand-payload", "--connect-expand-payload needs --envelope=connect-json")
+		return bad("ConnectExpandPayload", "{ConnectExpandPayload} needs {Envelope=connect-json}")
 	case p.Timestamp != sink.TimestampColumn && p.Timestamp != sink.TimestampCommit:
-		return bad("timestamp", "--timestamp %q: want column or commit", p.Timestamp)
-	case c.BackfillForce && !c.backfills():
-		return bad("backfill-force", "--backfill-force needs --backfill-where")
+		return bad("Timestamp", "{Timestamp} %q: want column or commit", p.Timestamp)
 	}
 	if src := p.CloudEventsSource; src != "" {
 		if _, err := url.Parse(src); err != nil || strings.ContainsAny(src, " \t\n") {
-			return bad("cloudevents-source", "--cloudevents-source %q: want a URI-reference such as /orders or urn:example:orders", src)
+			return bad("CloudEventsSource", "{CloudEventsSource} %q: want a URI-reference such as /orders or urn:example:orders", src)
 		}
 	}
 	return nil
@@ -356,23 +295,17 @@ func (c Config) validateProducer() error {
 func (c Config) validateCleanup() error {
 	switch {
 	case c.Cleanup != cleanup.None && c.Cleanup != cleanup.DeleteAfterPublish && c.Cleanup != cleanup.Mark:
-		return bad("cleanup", "--cleanup %q: want none, delete-after-publish or mark", c.Cleanup)
+		return bad("Cleanup", "{Cleanup} %q: want none, delete-after-publish or mark", c.Cleanup)
 	case c.Cleanup == cleanup.Mark && !c.marks():
-		return bad("mark", "--cleanup=mark needs --mark COLUMN=VALUE (or --mark-dead), such as --mark processed_at=now()")
+		return bad("Defaults.Mark", "{Cleanup=mark} needs {Defaults.Mark} COLUMN=VALUE (or {Defaults.MarkDead}), such as {Defaults.Mark} processed_at=now()")
 	case c.Cleanup != cleanup.Mark && (len(c.Defaults.Mark) > 0 || len(c.Defaults.MarkDead) > 0):
-		return bad("mark", "--mark and --mark-dead need --cleanup=mark")
+		return bad("Defaults.Mark", "{Defaults.Mark} and {Defaults.MarkDead} need {Cleanup=mark}")
 	case c.Cleanup != cleanup.None && len(c.Tables) == 0:
-		return bad("cleanup", "--cleanup %s deletes outbox rows, and --table names no table (messages leave no rows)", c.Cleanup)
+		return bad("Cleanup", "{Cleanup} %s deletes outbox rows, and {Tables} names no table (messages leave no rows)", c.Cleanup)
 	}
-	for _, t := range c.Tables {
-		if t.Backfill.Where == "" {
-			continue
-		}
-		if _, err := backfill.ParseOrder(string(t.Backfill.Order)); err != nil {
-			return bad("backfill-order", "%s: %v", t.Qualified(), err)
-		}
-		if _, err := backfill.ParsePredicate(t.Backfill.Where); err != nil {
-			return bad("backfill-where", "%s: %v", t.Qualified(), err)
+	for i, t := range c.Tables {
+		if err := t.validateBackfill(); err != nil {
+			return configerr.In(tablePath(i), err)
 		}
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/segmentio/kafka-go/sasl/scram"
 
+	"github.com/outbox-cdc/outbox-cdc/internal/configerr"
 	"github.com/outbox-cdc/outbox-cdc/internal/kwire"
 	"github.com/outbox-cdc/outbox-cdc/internal/tlsfiles"
 )
@@ -33,6 +34,44 @@ func NewTLSConfig(f TLSFiles) (*tls.Config, error) { return f.Config("kafka") }
 // SASLMechanism names a SASL mechanism: "" (none), plain, scram-sha-256
 // or scram-sha-512.
 type SASLMechanism string
+
+// SASL is how the relay authenticates to the brokers: a mechanism and its
+// credentials. The zero value is no authentication.
+type SASL struct {
+	Mechanism SASLMechanism
+	Username  string
+	Password  string // never logged
+}
+
+// Validate reports the first of s's settings that cannot work, as a
+// *configerr.Error naming its field (Mechanism, Username or Password).
+// Asked before any connection, so that SCRAM's refusal of a credential does
+// not quote it, as the SCRAM library's own error does.
+func (s SASL) Validate() error {
+	m := s.Mechanism
+	scramming := m == "scram-sha-256" || m == "scram-sha-512"
+	switch {
+	case m != "" && m != "plain" && !scramming:
+		return configerr.New("Mechanism", "{Mechanism} %q: want plain, scram-sha-256 or scram-sha-512", m)
+	case m != "" && s.Username == "":
+		return configerr.New("Username", "{*Username} is required with {Mechanism}")
+	case m != "" && s.Password == "":
+		return configerr.New("Password", "{*Password} is required with {Mechanism}")
+	case m == "" && (s.Username != "" || s.Password != ""):
+		return configerr.New("Mechanism", "{Username} and {Password} need {Mechanism} (plain, scram-sha-256 or scram-sha-512)")
+	case scramming && !saslPrepared(s.Username):
+		return configerr.New("Username", "{Username} holds a character SCRAM refuses (SASLprep, RFC 4013: a control character, say)")
+	case scramming && !saslPrepared(s.Password):
+		return configerr.New("Password", "{Password} holds a character SCRAM refuses (SASLprep, RFC 4013: a control character, say)")
+	}
+	return nil
+}
+
+// saslPrepared reports whether SCRAM accepts s as a user name or password.
+func saslPrepared(s string) bool {
+	_, err := scram.Mechanism(scram.SHA256, "user", s) // a password is prepared as a user name is
+	return err == nil
+}
 
 // NewSASL returns the mechanism named plain, scram-sha-256 or scram-sha-512.
 func NewSASL(mechanism SASLMechanism, username, password string) (sasl.Mechanism, error) {

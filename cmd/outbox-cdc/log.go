@@ -4,6 +4,7 @@ import (
 	"io"
 	"log/slog"
 
+	"github.com/outbox-cdc/outbox-cdc/config"
 	"github.com/outbox-cdc/outbox-cdc/internal/checklist"
 	"github.com/outbox-cdc/outbox-cdc/internal/redact"
 )
@@ -16,8 +17,11 @@ func newRedactor() redactor { return redactor{} }
 
 func (redactor) redact(s string) string { return redact.String(s) }
 
-// oneLine is err's message on one line, redacted.
-func (redactor) oneLine(err error) string { return redact.String(checklist.OneLine(err)) }
+// oneLine is err's message on one line, redacted, a relay setting in it
+// named by its flag (config.Explain).
+func (redactor) oneLine(err error) string {
+	return redact.String(checklist.OneLine(config.Explain(err)))
+}
 
 func newLogger(format, level string, w io.Writer, _ redactor) *slog.Logger {
 	var lv slog.Level

@@ -29,6 +29,7 @@ func runExit(ctx context.Context, cfg config.Config, log *slog.Logger, stderr io
 		}
 	}
 	if err := run(ctx, cfg, log, notifyOptions(environ, log)...); err != nil {
+		err = config.Explain(err) // a setting relay.New refused, by its flag
 		fmt.Fprintf(stderr, "outbox-cdc: %s\n", red.oneLine(err))
 		var usage *config.UsageError
 		if errors.Is(err, slot.ErrColumnMissing) || errors.As(err, &usage) {
