@@ -14,6 +14,7 @@ import (
 	"github.com/outbox-cdc/outbox-cdc/backfill"
 	"github.com/outbox-cdc/outbox-cdc/checkpoint"
 	"github.com/outbox-cdc/outbox-cdc/cleanup"
+	"github.com/outbox-cdc/outbox-cdc/delivery"
 	"github.com/outbox-cdc/outbox-cdc/slot"
 )
 
@@ -54,18 +55,14 @@ func (r *Relay) prepareBackfilled(ctx context.Context, force bool) (pglogrepl.LS
 		specs[i] = t.Backfill
 		specs[i].RowFilter = t.Where
 	}
-	entry := newBackfillEntry(r)
+	// A forced backfill publishes again what the slot streams: at least
+	// once, whatever the mode (which warned).
+	entry := newBackfillEntry(r, r.delivery.Backfill(force, false))
 	cfg := backfill.Config{
 		URL: r.cfg.PostgresURL, Target: r.target, Specs: specs, Force: force,
 		ConfirmInterval: r.cfg.Stream.ConfirmInterval, DrainTimeout: r.cfg.Stream.DrainTimeout,
 		Logger: r.log, Progress: r.backfillProgress, CommitInterval: max(r.cfg.Delivery.TransactionInterval, backfillCommitInterval),
-		CleanGap: r.cfg.Cleanup != cleanup.None,
-	}
-	if r.cfg.Delivery.Exactly() && !force {
-		// A forced backfill publishes again what the slot streams: at
-		// least once, as the relay warned.
-		entry.bt = r.newBackfillTxn()
-		cfg.Committed = entry.bt.committed
+		CleanGap: r.cfg.Cleanup != cleanup.None, Committed: entry.bt.Committed(),
 	}
 	// Backfilling from here: Prepare may wait for another instance's
 	// backfill (its lock) as long as that runs, and the service manager's
@@ -78,11 +75,7 @@ func (r *Relay) prepareBackfilled(ctx context.Context, force bool) (pglogrepl.LS
 	}
 	defer plan.Close()
 	if plan.Due() {
-		var in backfill.Entry = entry
-		if entry.bt != nil {
-			in = committingEntry{entry}
-		}
-		if err := plan.Run(ctx, in); err != nil || ctx.Err() != nil {
+		if err := plan.Run(ctx, entry.entry()); err != nil || ctx.Err() != nil {
 			return 0, err
 		}
 	}
@@ -139,7 +132,7 @@ func (r *Relay) reprepareSlot(ctx context.Context, standby bool) (pglogrepl.LSN,
 // confirms no position), opened by the first row after a drain.
 type backfillEntry struct {
 	r  *Relay
-	bt *backfillTxn // in exactly-once (committingEntry); nil otherwise
+	bt delivery.Backfill // the delivery mode's: how the rows are written, and committed
 
 	// Of the rows handed over since the last drain; pub is nil before.
 	pub      *publisher
@@ -152,8 +145,8 @@ type backfillEntry struct {
 	returned bool // Publish returned the failure
 }
 
-func newBackfillEntry(r *Relay) *backfillEntry {
-	e := &backfillEntry{r: r}
+func newBackfillEntry(r *Relay, bt delivery.Backfill) *backfillEntry {
+	e := &backfillEntry{r: r, bt: bt}
 	e.failure, e.fail = context.WithCancelCause(context.Background())
 	return e
 }
@@ -181,11 +174,9 @@ func (e *backfillEntry) Publish(ctx context.Context, row backfill.Row, done func
 	err := e.out.reserve(hctx, pe)
 	if err == nil {
 		e.acks.expect(pe.seq, done)
-		if e.bt != nil {
-			e.bt.pending++
-		}
-		if err = e.out.send(hctx, pe); err != nil && e.bt != nil {
-			e.bt.cut = true
+		e.bt.Handed()
+		if err = e.out.send(hctx, pe); err != nil {
+			e.bt.Cut()
 		}
 	}
 	if err != nil && ctx.Err() == nil {
@@ -204,12 +195,7 @@ func (e *backfillEntry) Drain(ctx context.Context) error {
 		return nil
 	}
 	err := e.pub.close(ctx)
-	if e.bt != nil {
-		err = errors.Join(err, e.bt.end(err == nil))
-		if e.pub.cleaner != nil {
-			e.pub.cleaner.CloseRelease() // the commits' (committingEntry.Commit)
-		}
-	}
+	err = errors.Join(err, e.bt.End(err == nil))
 	e.stop()
 	e.watching.Wait()
 	select {
@@ -231,19 +217,14 @@ func (e *backfillEntry) open(ctx context.Context) error {
 	st := e.r.cfg.Stream
 	track := checkpoint.New(0, st.MaxInFlight, st.MaxInFlightBytes)
 	acks := &backfillAcks{track: track, done: map[checkpoint.Seq]func(){}}
-	var w writes = atLeastOnceWrites{}
-	if e.bt != nil {
-		tx, err := e.bt.open(ctx)
-		if err != nil {
-			return err
+	var pub *publisher
+	if err := e.bt.Open(ctx, func(w delivery.Writes) (delivery.Publisher, error) {
+		var err error
+		if pub, err = e.r.newPublisher(ctx, acks, nil, w); err != nil {
+			return delivery.Publisher{}, err
 		}
-		w = tx
-	}
-	pub, err := e.r.newPublisher(ctx, acks, nil, w)
-	if err != nil {
-		if e.bt != nil {
-			err = errors.Join(err, e.bt.end(true))
-		}
+		return pub.delivered(), nil
+	}); err != nil {
 		return err
 	}
 	e.pub, e.acks, e.out, e.returned = pub, acks, outlet{track: track, pub: pub.writer, clean: pub.cleaner}, false

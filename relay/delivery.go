@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"time"
+
+	"github.com/outbox-cdc/outbox-cdc/delivery"
 )
 
 // Delivery is what a consumer of the topics may rely on (--delivery and
@@ -35,19 +37,13 @@ type Delivery struct {
 	TransactionTimeout time.Duration
 }
 
-// DeliveryMode is --delivery.
-type DeliveryMode string
+// DeliveryMode is --delivery: a delivery.Name.
+type DeliveryMode = delivery.Name
 
 // Values of DeliveryMode.
 const (
-	// AtLeastOnce publishes every event once or, after a crash, more: an
-	// idempotent producer writes a retried batch once, but what was
-	// published and not yet confirmed to Postgres is published again.
-	AtLeastOnce DeliveryMode = "at-least-once"
-	// ExactlyOnce publishes whole Postgres transactions in Kafka
-	// transactions with a checkpoint of the last one: a read_committed
-	// consumer sees each event once, across crashes and takeovers.
-	ExactlyOnce DeliveryMode = "exactly-once"
+	AtLeastOnce = delivery.AtLeastOnce
+	ExactlyOnce = delivery.ExactlyOnce
 )
 
 // DefaultCheckpointTopic is Delivery.CheckpointTopic's default.
@@ -83,12 +79,11 @@ func (c Config) TransactionalID(systemID string) string {
 var kafkaName = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
 
 func (d Delivery) validate() error {
-	switch d.Mode {
-	case AtLeastOnce:
-		return nil
-	case ExactlyOnce:
-	default:
+	if !delivery.Known(d.Mode) {
 		return bad("Mode", "{Mode} %q: use at-least-once or exactly-once", d.Mode)
+	}
+	if !d.Exactly() {
+		return nil
 	}
 	if !kafkaName.MatchString(d.CheckpointTopic) || d.CheckpointTopic == "." || d.CheckpointTopic == ".." {
 		return bad("CheckpointTopic", "{CheckpointTopic} %q is not a Kafka topic name (letters, digits, . _ -, at most 249)", d.CheckpointTopic)
@@ -135,19 +130,4 @@ func (c Config) validateCheckpointTopic() error {
 		}
 	}
 	return nil
-}
-
-// pacing is the least time between two produce requests to one broker
-// given --batch-timeout. In exactly-once it is at least the transaction
-// interval: records are invisible until the commit, which sends what
-// gathered at once (Flush), so requests leave no more often than commits:
-// fewer, fuller requests for the broker (at 1,000 tx/s 42 a second instead
-// of 156, docs/exactly-once.md) and no later visibility. A full batch still
-// leaves at once, and so does every request while a Postgres transaction
-// spans a commit's tick (exactly.takeGate), so a large transaction streams.
-func (d Delivery) pacing(batchTimeout time.Duration) time.Duration {
-	if d.Mode != ExactlyOnce {
-		return batchTimeout
-	}
-	return max(batchTimeout, d.TransactionInterval)
 }

@@ -2,95 +2,67 @@ package relay
 
 import (
 	"context"
-	"time"
+	"fmt"
+	"strconv"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
 
-	"github.com/outbox-cdc/outbox-cdc/checkpoint"
 	"github.com/outbox-cdc/outbox-cdc/cleanup"
-	"github.com/outbox-cdc/outbox-cdc/decode"
+	"github.com/outbox-cdc/outbox-cdc/delivery"
+	"github.com/outbox-cdc/outbox-cdc/producer"
 	"github.com/outbox-cdc/outbox-cdc/replication"
-	"github.com/outbox-cdc/outbox-cdc/sink"
+	"github.com/outbox-cdc/outbox-cdc/slot"
 )
 
-// mode is a delivery mode as the relay drives it: readied once before
-// the first session, then a deliverer for each session. The pipeline,
-// the session and the publisher call the mode's deliverer and never ask
-// which mode it is.
-type mode interface {
-	// ready does what the mode needs done once, before any slot is
-	// created or streamed (exactly-once: its checkpoint topic).
-	ready(ctx context.Context, r *Relay) error
-	// session returns the delivery of a session whose slot starts at
-	// start, acknowledged through track.
-	session(r *Relay, track *checkpoint.Tracker, start pglogrepl.LSN) deliverer
+// newDelivery wires the relay's delivery mode (package delivery): the
+// pipeline, the sessions and the backfill call it and never ask which mode
+// it is. It lasts as long as the relay.
+func (r *Relay) newDelivery() delivery.Mode {
+	cfg := r.cfg
+	return delivery.New(delivery.Config{
+		Mode: cfg.Delivery.Mode, Slot: cfg.Slot.Name, TransactionalID: cfg.TransactionalID,
+		CheckpointTopic: cfg.Delivery.CheckpointTopic, CheckpointReplicationFactor: cfg.Delivery.CheckpointReplicationFactor,
+		TransactionInterval: cfg.Delivery.TransactionInterval, TransactionTimeout: cfg.Delivery.TransactionTimeout,
+		Cleanup: cfg.Cleanup != cleanup.None, MaxInFlight: cfg.Stream.MaxInFlight, ForcedBackfill: r.backfilled() && cfg.BackfillForce,
+	}, delivery.Env{
+		Log: r.log, Outage: r.outage,
+		Connect:     func() *producer.Cluster { return producer.Connect(r.security, cfg.Kafka.Brokers, 0) },
+		Transaction: r.metrics.Transaction, FailoverGhosts: r.metrics.FailoverGhosts, TransactionTimedOut: r.metrics.TransactionTimedOut,
+		Identify: func(ctx context.Context) (replication.System, error) {
+			return replication.Identify(ctx, cfg.PostgresURL)
+		},
+		SlotPosition: r.slotPosition,
+		NextXid:      func(ctx context.Context) (uint64, error) { return serverNextXid(ctx, cfg.PostgresURL) },
+	})
 }
 
-// modes is where each Delivery.Mode is wired to its implementation: a
-// new mode is its own delivery_*.go file and one line here (and its name
-// in Delivery.validate).
-var modes = map[DeliveryMode]mode{
-	AtLeastOnce: atLeastOnceMode{},
-	ExactlyOnce: exactlyOnceMode{},
-}
-
-// mode is the relay's delivery mode: at-least-once unless another is
-// wired (Config.Validate refuses a mode it does not know).
-func (r *Relay) mode() mode {
-	if m, ok := modes[r.cfg.Delivery.Mode]; ok {
-		return m
+// slotPosition is the slot's confirmed position.
+func (r *Relay) slotPosition(ctx context.Context) (pglogrepl.LSN, error) {
+	conn, err := pgx.Connect(ctx, r.cfg.PostgresURL)
+	if err != nil {
+		return 0, fmt.Errorf("connect to postgres (%s): %w", PostgresHint(err), err)
 	}
-	return atLeastOnceMode{}
+	defer conn.Close(context.Background())
+	return slot.Confirmed(ctx, conn, r.cfg.Slot.Name)
 }
 
-// atLeastOnceMode publishes every event once or, after a crash, more:
-// the slot is confirmed as the tracker confirms, past every event
-// acknowledged.
-type atLeastOnceMode struct{}
-
-func (atLeastOnceMode) ready(context.Context, *Relay) error { return nil }
-
-func (atLeastOnceMode) session(r *Relay, track *checkpoint.Tracker, _ pglogrepl.LSN) deliverer {
-	return atLeastOnce{Tracker: track, r: r}
-}
-
-// atLeastOnce is a session's at-least-once delivery: no transaction, no
-// gate; what is confirmed is the tracker's (its Confirmed and
-// ConfirmIdle, the stream's replication.Progress).
-type atLeastOnce struct {
-	*checkpoint.Tracker
-	r *Relay
-}
-
-func (atLeastOnce) skips(pglogrepl.LSN, bool) bool { return false }
-func (atLeastOnce) enter(context.Context) error    { return nil }
-func (atLeastOnce) handing(*decode.Event)          {}
-func (atLeastOnce) leave(pglogrepl.LSN)            {}
-
-func (a atLeastOnce) position() pglogrepl.LSN { return a.Tracker.Confirmed() }
-
-func (a atLeastOnce) open(ctx context.Context, stream *replication.Stream, start pglogrepl.LSN, hold func(context.Context)) (*publisher, error) {
-	if err := stream.Start(ctx, start); err != nil {
-		return nil, err
+// serverNextXid is the next full transaction id of the server at url: the
+// xmax of a snapshot, which assigns no id (pg_current_xact_id would) and
+// answers on a standby too.
+func serverNextXid(ctx context.Context, url string) (uint64, error) {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return 0, fmt.Errorf("connect to postgres (%s): %w", PostgresHint(err), err)
 	}
-	return a.r.newPublisher(ctx, a.Tracker, hold, atLeastOnceWrites{})
-}
-
-func (atLeastOnce) start(context.Context, func(error))       {}
-func (atLeastOnce) fail(error)                               {}
-func (atLeastOnce) readFailed()                              {}
-func (atLeastOnce) drainsWhenSlotGone() bool                 { return true }
-func (atLeastOnce) finish(context.Context, bool, bool) error { return nil }
-func (atLeastOnce) timedOut(err error) error                 { return err }
-
-// atLeastOnceWrites is an at-least-once publisher's writer: not
-// transactional, paced by --batch-timeout, a row cleaned as soon as its
-// event is acknowledged (and acknowledged once clean).
-type atLeastOnceWrites struct{}
-
-func (atLeastOnceWrites) transaction() sink.Transaction                          { return nil }
-func (atLeastOnceWrites) batchTimeout(_ Delivery, t time.Duration) time.Duration { return t }
-
-func (atLeastOnceWrites) rowAcked(c *cleanup.Cleaner, token uint64, reason string, _ func(uint64)) {
-	c.Done(token, reason) // acks once the row is deleted or marked
+	defer conn.Close(context.Background())
+	var text string
+	if err := conn.QueryRow(ctx, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text`).Scan(&text); err != nil {
+		return 0, fmt.Errorf("read the server's next transaction id: %w", err)
+	}
+	next, err := strconv.ParseUint(text, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("read the server's next transaction id: %q: %w", text, err)
+	}
+	return next, nil
 }

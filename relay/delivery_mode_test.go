@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"log/slog"
 	"slices"
 	"testing"
@@ -22,13 +23,13 @@ type recordingGate struct {
 	leaves  []pglogrepl.LSN
 }
 
-func (g *recordingGate) skips(commit pglogrepl.LSN, _ bool) bool {
+func (g *recordingGate) Skips(commit pglogrepl.LSN, _ bool) bool {
 	g.skipped = append(g.skipped, commit)
 	return g.holds
 }
-func (g *recordingGate) enter(context.Context) error { g.entered++; return nil }
-func (g *recordingGate) handing(*decode.Event)       {}
-func (g *recordingGate) leave(end pglogrepl.LSN)     { g.leaves = append(g.leaves, end) }
+func (g *recordingGate) Enter(context.Context) error { g.entered++; return nil }
+func (g *recordingGate) Handing(*decode.Event)       {}
+func (g *recordingGate) Leave(end pglogrepl.LSN)     { g.leaves = append(g.leaves, end) }
 
 func beginMessage(final pglogrepl.LSN, xid uint32) []byte {
 	b := binary.BigEndian.AppendUint64([]byte{'B'}, uint64(final))
@@ -103,13 +104,13 @@ func TestLiveShowsTheDeliveryPosition(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.mode), func(t *testing.T) {
-			cfg := Config{Delivery: defaultDelivery()}
+			cfg := Default()
 			cfg.Delivery.Mode = tt.mode
 			r := &Relay{cfg: cfg, log: slog.New(slog.DiscardHandler)}
 			track := checkpoint.New(start, 10, 1<<20)
-			d := r.mode().session(r, track, start)
+			d := r.newDelivery().Session(track, start)
 			var l live
-			l.begin(track, nil, d.position)
+			l.begin(track, nil, d.Position)
 			track.Begin()
 			seq, err := track.Reserve(t.Context(), 1)
 			if err != nil {
@@ -123,6 +124,35 @@ func TestLiveShowsTheDeliveryPosition(t *testing.T) {
 			l.end()
 			if got := l.confirmed(); got != tt.want {
 				t.Errorf("confirmed after the session: %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestCheckpointTopicOfItsOwn: the checkpoint topic may not be one events
+// go to as well.
+func TestCheckpointTopicOfItsOwn(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		change func(*Config)
+		field  string
+	}{
+		{"its own", func(*Config) {}, ""},
+		{"the dead-letter topic", func(c *Config) { c.Delivery.CheckpointTopic = c.Topics.DeadLetterTopic }, "Delivery.CheckpointTopic"},
+		{"the dead-letter topic, unused", func(c *Config) {
+			c.Delivery.CheckpointTopic, c.Topics.OnInvalid = c.Topics.DeadLetterTopic, OnInvalidFail
+		}, ""},
+		{"a fixed event topic", func(c *Config) { c.Tables[0].Route.Topic = c.Delivery.CheckpointTopic }, "Delivery.CheckpointTopic"},
+		{"at least once", func(c *Config) { c.Delivery.Mode, c.Delivery.CheckpointTopic = AtLeastOnce, c.Topics.DeadLetterTopic }, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := Default()
+			cfg.Delivery.Mode = ExactlyOnce
+			c.change(&cfg)
+			err := cfg.validateCheckpointTopic()
+			var ce *ConfigError
+			if c.field == "" && err != nil || c.field != "" && (!errors.As(err, &ce) || ce.Field != c.field) {
+				t.Errorf("validate: %v, want an error of %q", err, c.field)
 			}
 		})
 	}

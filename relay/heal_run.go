@@ -21,12 +21,12 @@ func (r *Relay) heal(ctx context.Context, conn *pgx.Conn, cause slot.Loss, befor
 	if err != nil {
 		return 0, err
 	}
-	entry := newBackfillEntry(r)
+	entry := newBackfillEntry(r, r.delivery.Backfill(false, true))
 	cfg := backfill.Config{
 		URL: r.cfg.PostgresURL, Target: r.target, Specs: specs, Heal: true,
 		ConfirmInterval: r.cfg.Stream.ConfirmInterval, DrainTimeout: r.cfg.Stream.DrainTimeout,
 		Logger: r.log, Progress: r.backfillProgress, CommitInterval: max(r.cfg.Delivery.TransactionInterval, backfillCommitInterval),
-		CleanGap: true,
+		CleanGap: true, Committed: entry.bt.Committed(),
 		BeforeCreate: func(ctx context.Context) error {
 			if !before.Unfinished() {
 				// Once per heal: one retried (a lost slot still held)
@@ -35,11 +35,6 @@ func (r *Relay) heal(ctx context.Context, conn *pgx.Conn, cause slot.Loss, befor
 			}
 			return backfill.RecordHealStart(ctx, conn, r.healSchema(), r.target.Slot, cause)
 		},
-	}
-	if r.cfg.Delivery.Exactly() {
-		entry.bt = r.newBackfillTxn()
-		entry.bt.heal = true
-		cfg.Committed = entry.bt.committed
 	}
 	// Healing from here, the wait for another instance's heal (its lock)
 	// included: the start-up timeout is extended meanwhile, and a
@@ -69,17 +64,11 @@ func (r *Relay) heal(ctx context.Context, conn *pgx.Conn, cause slot.Loss, befor
 		r.log.Info("the slot was healed already (by another instance, or by a heal cut short once its rows were published): streaming it", slog.String("slot", r.target.Slot))
 		return r.healed(ctx, conn)
 	}
-	var in backfill.Entry = entry
-	if entry.bt != nil {
-		in = committingEntry{entry}
-	}
-	if err := plan.Run(ctx, in); err != nil || ctx.Err() != nil {
+	if err := plan.Run(ctx, entry.entry()); err != nil || ctx.Err() != nil {
 		return 0, err
 	}
-	if entry.bt != nil {
-		if err := entry.bt.seal(ctx); err != nil {
-			return 0, err
-		}
+	if err := entry.bt.Seal(ctx); err != nil {
+		return 0, err
 	}
 	return r.healed(ctx, conn)
 }
@@ -174,6 +163,7 @@ func (r *Relay) healOver(ctx context.Context, conn *pgx.Conn, cause slot.Loss, c
 	if err := backfill.RecordHealStart(ctx, conn, r.healSchema(), r.target.Slot, cause); err != nil {
 		return nil, err
 	}
-	cfg.Force, cfg.BeforeCreate, cfg.Committed, entry.bt = true, nil, nil, nil
+	entry.bt = r.delivery.Backfill(true, true) // forced: at least once
+	cfg.Force, cfg.BeforeCreate, cfg.Committed = true, nil, entry.bt.Committed()
 	return backfill.Prepare(ctx, conn, cfg)
 }

@@ -30,22 +30,23 @@ type pipeline struct {
 }
 
 // txnGate is what the pipeline asks of the delivery mode at the edges of a
-// Postgres transaction (exactly-once: exactly's gate, which a Kafka commit
-// takes between two Postgres transactions; at-least-once: nothing).
+// Postgres transaction (delivery.Session: exactly-once's gate, which a
+// Kafka commit takes between two Postgres transactions; at-least-once:
+// nothing).
 type txnGate interface {
-	// skips reports whether Kafka holds already the events of the
+	// Skips reports whether Kafka holds already the events of the
 	// transaction committed at commit (standalone: of the
 	// non-transactional message whose record ends at commit).
-	skips(commit pglogrepl.LSN, standalone bool) bool
-	// enter admits the transaction being handed over, waiting for a
+	Skips(commit pglogrepl.LSN, standalone bool) bool
+	// Enter admits the transaction being handed over, waiting for a
 	// commit under way; a transaction entered already passes.
-	enter(ctx context.Context) error
-	// handing counts an event of the entered transaction, before it is
+	Enter(ctx context.Context) error
+	// Handing counts an event of the entered transaction, before it is
 	// reserved.
-	handing(ev *decode.Event)
-	// leave says the transaction entered ended at end: all its events
+	Handing(ev *decode.Event)
+	// Leave says the transaction entered ended at end: all its events
 	// are handed over.
-	leave(end pglogrepl.LSN)
+	Leave(end pglogrepl.LSN)
 }
 
 type pendingEvent struct {
@@ -84,7 +85,7 @@ func (p *pipeline) handle(ctx context.Context, _ pglogrepl.LSN, data []byte) err
 			return nil
 		case res.Kind == decode.KindCommit:
 			p.track.Commit(res.End)
-			p.gate.leave(res.End)
+			p.gate.Leave(res.End)
 			return nil
 		case res.Kind == decode.KindHeartbeat:
 			p.track.ConfirmIdle(res.End)
@@ -113,7 +114,7 @@ func (p *pipeline) skipped() bool {
 	if pe.invalid != nil {
 		commit = pe.invalid.CommitLSN
 	}
-	if !p.gate.skips(commit, pe.standalone != 0) {
+	if !p.gate.Skips(commit, pe.standalone != 0) {
 		return false
 	}
 	if p.clean != nil && pe.row() != nil {
@@ -133,14 +134,14 @@ func (p *pipeline) enter(ctx context.Context, pe *pendingEvent) error {
 	if pe.counted {
 		return nil
 	}
-	if err := p.gate.enter(ctx); err != nil {
+	if err := p.gate.Enter(ctx); err != nil {
 		return err
 	}
 	ev := &pe.ev
 	if pe.invalid != nil {
 		ev = &decode.Event{CommitLSN: pe.invalid.CommitLSN, Xid: pe.invalid.Xid}
 	}
-	p.gate.handing(ev)
+	p.gate.Handing(ev)
 	pe.counted = true
 	return nil
 }
@@ -165,7 +166,7 @@ func (p *pipeline) hand(ctx context.Context) error {
 	p.pending = nil
 	if pe.standalone != 0 {
 		p.track.Commit(pe.standalone)
-		p.gate.leave(pe.standalone)
+		p.gate.Leave(pe.standalone)
 	}
 	return nil
 }

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"time"
 
 	"github.com/outbox-cdc/outbox-cdc/checkpoint"
 	"github.com/outbox-cdc/outbox-cdc/cleanup"
+	"github.com/outbox-cdc/outbox-cdc/delivery"
 	"github.com/outbox-cdc/outbox-cdc/sink"
 )
 
@@ -27,22 +27,10 @@ type publisher struct {
 // backfill's entry, which also tells the row's done).
 type acker interface{ Ack(seq checkpoint.Seq) }
 
-// writes is what the delivery mode makes of a publisher's writer
-// (atLeastOnceWrites, transactional).
-type writes interface {
-	// transaction makes the writer transactional; nil: it is not.
-	transaction() sink.Transaction
-	// batchTimeout is the writer's batch timeout, given --batch-timeout.
-	batchTimeout(d Delivery, t time.Duration) time.Duration
-	// rowAcked takes the acknowledgement of token's event, whose row
-	// --cleanup deletes or marks (c), and has ack called for it.
-	rowAcked(c *cleanup.Cleaner, token uint64, reason string, ack func(uint64))
-}
-
 // newPublisher returns a publisher whose acknowledgements reach track,
 // written as w says. hold, when set, may delay each produce request (see
 // stallGuard).
-func (r *Relay) newPublisher(ctx context.Context, track acker, hold func(context.Context), w writes) (*publisher, error) {
+func (r *Relay) newPublisher(ctx context.Context, track acker, hold func(context.Context), w delivery.Writes) (*publisher, error) {
 	cfg := r.cfg
 	p := &publisher{failed: make(chan error, 1)}
 	ack := func(seq uint64) { track.Ack(checkpoint.Seq(seq)) }
@@ -58,13 +46,13 @@ func (r *Relay) newPublisher(ctx context.Context, track acker, hold func(context
 		dlq = cfg.Topics.DeadLetterTopic
 	}
 	pc := cfg.Producer
-	pc.BatchTimeout = w.batchTimeout(cfg.Delivery, pc.BatchTimeout)
+	pc.BatchTimeout = w.BatchTimeout(pc.BatchTimeout)
 	p.writer = sink.NewWriter(sink.Config{
 		Brokers: cfg.Kafka.Brokers, Topic: r.admit.Default, Topics: r.admit.Routes, Reserved: r.admit.Reserved, BatchSize: pc.BatchSize, BatchTimeout: pc.BatchTimeout, MaxInFlightRequests: pc.MaxInFlightRequests, Compression: sink.Codec(pc.Compression),
 		MaxMessageBytes: pc.MaxMessageBytes, CreateTopics: cfg.Topics.Create, TopicSpec: cfg.Defaults.Route.Spec,
 		AutoCreateTopics: cfg.Topics.AutoCreate, MetadataMaxAge: pc.MetadataMaxAge, MissingTopicTimeout: pc.MissingTopicTimeout,
 		DeadLetterTopic: dlq, Envelope: pc.Envelope, ConnectExpandPayload: pc.ConnectExpandPayload, CloudEventsSource: pc.CloudEventsSource, MetadataHeaders: pc.MetadataHeaders,
-		Timestamp: pc.Timestamp, Contracts: r.contract, Registry: r.registry, Security: r.security, Observer: r.metrics, Logger: r.log, Hold: hold, Transaction: w.transaction(),
+		Timestamp: pc.Timestamp, Contracts: r.contract, Registry: r.registry, Security: r.security, Observer: r.metrics, Logger: r.log, Hold: hold, Transaction: w.Transaction(),
 	}, func(token uint64, reason string, err error) {
 		switch {
 		case err != nil:
@@ -73,7 +61,7 @@ func (r *Relay) newPublisher(ctx context.Context, track acker, hold func(context
 			default:
 			}
 		case p.cleaner != nil:
-			w.rowAcked(p.cleaner, token, reason, ack)
+			w.RowAcked(p.cleaner, token, reason, ack)
 		default:
 			ack(token)
 		}
@@ -97,4 +85,13 @@ func (p *publisher) close(ctx context.Context) error {
 		err = errors.Join(err, p.cleaner.Close(ctx))
 	}
 	return err
+}
+
+// delivered is what the delivery mode may ask of p.
+func (p *publisher) delivered() delivery.Publisher {
+	d := delivery.Publisher{Flush: p.writer.Flush}
+	if p.cleaner != nil { // not a nil *Cleaner in a non-nil interface
+		d.Cleaner = p.cleaner
+	}
+	return d
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/outbox-cdc/outbox-cdc/checkpoint"
+	"github.com/outbox-cdc/outbox-cdc/delivery"
 	"github.com/outbox-cdc/outbox-cdc/internal/configerr"
 	"github.com/outbox-cdc/outbox-cdc/internal/outage"
 	"github.com/outbox-cdc/outbox-cdc/metrics"
@@ -41,10 +41,8 @@ type Relay struct {
 	// outage follows exactly-once's Kafka requests across sessions, so
 	// that an outage a session does not outlive is still one warning.
 	outage *outage.Tracker
-	// ghosts is the last failover's ghost range counted, set by
-	// openExactly (sessions run one at a time): a range is counted once,
-	// however many sessions find the old timeline's checkpoint the newest.
-	ghosts checkpoint.Ghosts
+	// delivery is the delivery mode, wired once (newDelivery).
+	delivery delivery.Mode
 	// served is the server the last heal decision found (system
 	// identifier and timeline), with --on-slot-lost heal: a slot missing
 	// after a session on a server that is no longer that one went with a
@@ -115,6 +113,7 @@ func New(cfg Config, opts ...Option) (*Relay, error) {
 		return nil, err
 	}
 	r.metrics.LimitTopics(cfg.Topics.Max)
+	r.delivery = r.newDelivery()
 	r.ready = &readiness{r: r}
 	r.live.polled.base = time.Now()
 	return r, nil

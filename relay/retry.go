@@ -40,7 +40,6 @@ func (r *Relay) reconnect(ctx context.Context, start pglogrepl.LSN, prepared err
 		standby      bool         // another process streams the slot; we wait for it to let go
 		fenced       bool         // standing by since a fence, logged once
 		unclassified retry.Streak // failures in a row that nobody classified
-		timeouts     txnTimeouts  // exactly-once: the last transaction the broker aborted by its timeout
 		err          = prepared   // prepare's failure, which stands for the session it prevents
 	)
 	for attempt := 0; ; attempt++ {
@@ -54,7 +53,7 @@ func (r *Relay) reconnect(ctx context.Context, start pglogrepl.LSN, prepared err
 		if began {
 			attempt, standby, fenced = 0, false, false
 		}
-		stop, timedOut := r.judgeTimeout(&timeouts, err)
+		stop, timedOut := r.delivery.Judge(err)
 		if stop != nil {
 			return stop
 		}
@@ -125,7 +124,7 @@ func (r *Relay) standbyWait(err error, already bool) time.Duration {
 // the attempt-th in a row. An error nobody classified is logged as an
 // error with its type, so that it is noticed before maxUnclassified of
 // them stop the relay; a transaction timeout was already said by
-// judgeTimeout.
+// the delivery mode (delivery.Mode.Judge).
 func (r *Relay) retryWait(attempt int, err error, class retry.Class, failures int, timedOut bool) time.Duration {
 	r.live.standingBy.Store(false)
 	r.metrics.Reconnected()
@@ -138,25 +137,4 @@ func (r *Relay) retryWait(attempt int, err error, class retry.Class, failures in
 		r.log.Warn("stream interrupted, reconnecting", slog.Any("err", err), slog.Duration("in", wait))
 	}
 	return wait
-}
-
-// judgeTimeout counts a session's failure judged an abort of its Kafka
-// transaction by the broker's transaction timeout (see txnClock), and says
-// so in one line; the second of the same Postgres transaction returns the
-// error that stops the relay.
-func (r *Relay) judgeTimeout(timeouts *txnTimeouts, err error) (stop error, timedOut bool) {
-	te, stop := timeouts.judge(err)
-	if te == nil {
-		return nil, false
-	}
-	r.metrics.TransactionTimedOut()
-	if stop != nil {
-		return stop, true
-	}
-	r.log.Warn("exactly-once: the broker aborted the Kafka transaction open past --transaction-timeout; streaming its Postgres transaction again, "+
-		"and stopping if that is aborted again: raise --transaction-timeout for Postgres transactions that take this long to stream",
-		slog.Uint64("xid", uint64(te.pg.xid)), slog.String("commit", te.pg.commit.String()), slog.Int64("events", te.pg.events),
-		slog.Int64("bytes", te.pg.bytes), slog.Duration("streamed", te.streamed), slog.Duration("open", te.open),
-		slog.Duration("timeout", te.timeout), slog.Any("err", te.err))
-	return nil, true
 }

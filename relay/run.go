@@ -48,7 +48,7 @@ func (r *Relay) run(ctx context.Context) error {
 			log.Info("created the dead-letter topic", slog.String("topic", t.DeadLetterTopic), slog.String("spec", cfg.Defaults.Route.Spec.String()))
 		}
 	}
-	if err := r.mode().ready(ctx, r); err != nil {
+	if err := r.delivery.Ready(ctx); err != nil {
 		return err
 	}
 	if cfg.Cleanup != cleanup.None {

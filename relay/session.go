@@ -13,6 +13,7 @@ import (
 
 	"github.com/outbox-cdc/outbox-cdc/checkpoint"
 	"github.com/outbox-cdc/outbox-cdc/decode"
+	"github.com/outbox-cdc/outbox-cdc/delivery"
 	"github.com/outbox-cdc/outbox-cdc/replication"
 	"github.com/outbox-cdc/outbox-cdc/slot"
 )
@@ -37,7 +38,7 @@ func (r *Relay) session(ctx context.Context, start pglogrepl.LSN) (bool, error) 
 	guarding.Go(func() { guard.run(guardCtx) })
 	defer guarding.Wait()
 	defer stopGuard()
-	d := r.mode().session(r, track, start)
+	d := r.delivery.Session(track, start)
 	stream, err := replication.Connect(ctx, replication.StreamConfig{
 		URL: cfg.PostgresURL, Slot: cfg.Slot.Name, Publication: cfg.Slot.Publication, StatusInterval: cfg.Stream.StatusInterval,
 		ConfirmEvery: cfg.Stream.ConfirmInterval, ReceiveTimeout: cfg.Stream.ReceiveTimeout, Logger: r.log,
@@ -45,50 +46,25 @@ func (r *Relay) session(ctx context.Context, start pglogrepl.LSN) (bool, error) 
 	if err != nil {
 		return false, err
 	}
-	pub, err := d.open(ctx, stream, start, guard.hold)
+	var pub *publisher
+	err = d.Open(ctx, stream, start, func(w delivery.Writes) (delivery.Publisher, error) {
+		var err error
+		if pub, err = r.newPublisher(ctx, track, guard.hold, w); err != nil {
+			return delivery.Publisher{}, err
+		}
+		return pub.delivered(), nil
+	})
 	if err != nil {
 		return false, errors.Join(err, stream.Close(context.Background()))
 	}
 
-	r.live.begin(track, stream, d.position)
+	r.live.begin(track, stream, d.Position)
 	r.live.writer.Store(pub.writer)
 	defer r.live.writer.Store(nil)
 	defer r.live.end()
 	runErr, lost := r.read(ctx, target, track, pub, stream, d)
 	err = r.drain(ctx, track, pub, stream, d, runErr, lost)
-	return true, d.timedOut(err)
-}
-
-// deliverer is a session's delivery mode, as the session drives it
-// (atLeastOnce, exactlyOnce; mode.session returns it). The pipeline calls
-// its txnGate, the stream asks it what to confirm.
-type deliverer interface {
-	txnGate
-	replication.Progress
-	// position is what is confirmed, read from any goroutine (live).
-	position() pglogrepl.LSN
-	// open starts streaming the slot from start and returns the session's
-	// publisher; hold, when set, may delay each produce request.
-	open(ctx context.Context, stream *replication.Stream, start pglogrepl.LSN, hold func(context.Context)) (*publisher, error)
-	// start begins the mode's work beside reading (exactly-once: the
-	// committer); failed is called with a failure of it, which ends
-	// reading.
-	start(ctx context.Context, failed func(error))
-	// fail is told of the first publish failure, which ends reading.
-	fail(err error)
-	// readFailed is told that reading ended with a failure.
-	readFailed()
-	// drainsWhenSlotGone says whether a session whose slot was dropped or
-	// invalidated publishes and cleans what it holds before a heal.
-	drainsWhenSlotGone() bool
-	// finish ends the mode's work once the publisher closed: commit says
-	// the session may commit what it handed over (it neither failed nor
-	// lost its slot), drained that the publisher had every request
-	// answered.
-	finish(ctx context.Context, commit, drained bool) error
-	// timedOut returns err, the session's failure, or what the mode
-	// judges it (exactly-once: an abort by the transaction timeout).
-	timedOut(err error) error
+	return true, d.TimedOut(err)
 }
 
 // read hands the stream's messages to a pipeline until ctx ends, the
@@ -96,19 +72,19 @@ type deliverer interface {
 // says the stream ended of itself: the replication connection is gone (or
 // the server ended it), so nothing more can be confirmed on it, and the
 // slot may be another instance's already.
-func (r *Relay) read(ctx context.Context, target slot.Target, track *checkpoint.Tracker, pub *publisher, stream *replication.Stream, d deliverer) (runErr error, lost bool) {
+func (r *Relay) read(ctx context.Context, target slot.Target, track *checkpoint.Tracker, pub *publisher, stream *replication.Stream, d delivery.Session) (runErr error, lost bool) {
 	cfg, log := r.cfg, r.log
 	dec := decode.New(target.Tables...)
 	dec.DecodeMessages(cfg.Messages.Prefix)
 	p := &pipeline{dec: dec, track: track, pub: pub.writer, clean: pub.cleaner, gate: d}
 	readCtx, stopReading := context.WithCancelCause(ctx)
-	d.start(readCtx, stopReading) // a commit that fails ends reading; drain halts it
+	d.Start(readCtx, stopReading) // a commit that fails ends reading; drain halts it
 	watched := make(chan struct{})
 	go func() { // stops reading at the first publish failure; ends with reading
 		defer close(watched)
 		select {
 		case err := <-pub.failed:
-			d.fail(err) // a commit waiting for this event's ack
+			d.Fail(err) // a commit waiting for this event's ack
 			stopReading(err)
 		case <-readCtx.Done():
 		}
@@ -137,7 +113,7 @@ func (r *Relay) read(ctx context.Context, target slot.Target, track *checkpoint.
 	})
 	lost = runErr != nil && readCtx.Err() == nil && handleErr == nil
 	if runErr != nil {
-		d.readFailed() // a failure of the handler's own, timed before the drain
+		d.ReadFailed() // a failure of the handler's own, timed before the drain
 	}
 	r.live.streaming.Store(false)
 	stopReading(runErr)
@@ -154,7 +130,7 @@ func (r *Relay) read(ctx context.Context, target slot.Target, track *checkpoint.
 // position is confirmed. Events still unacked are simply not confirmed:
 // they are read again by the next run. It returns runErr, or a failure
 // to close when there was none.
-func (r *Relay) drain(ctx context.Context, track *checkpoint.Tracker, pub *publisher, stream *replication.Stream, d deliverer, runErr error, lost bool) error {
+func (r *Relay) drain(ctx context.Context, track *checkpoint.Tracker, pub *publisher, stream *replication.Stream, d delivery.Session, runErr error, lost bool) error {
 	cfg, log := r.cfg, r.log
 	// Drain: the writer flushes its batches and waits for their acks (or
 	// failures), bounded by the drain timeout; then the final position is
@@ -166,7 +142,7 @@ func (r *Relay) drain(ctx context.Context, track *checkpoint.Tracker, pub *publi
 	switch {
 	case ctx.Err() != nil:
 		log.Info("draining", slog.Int("events", events), slog.Int64("bytes", bytes), slog.Duration("timeout", cfg.Stream.DrainTimeout))
-	case lost && d.drainsWhenSlotGone() && r.slotGoneForHeal():
+	case lost && d.DrainsWhenSlotGone() && r.slotGoneForHeal():
 		log.Info("the slot is gone: publishing and cleaning what is in flight before the heal, so that it reads those rows no more",
 			slog.Int("events", events))
 	case lost:
@@ -184,7 +160,7 @@ func (r *Relay) drain(ctx context.Context, track *checkpoint.Tracker, pub *publi
 	}
 	// Exactly-once's last Kafka transaction commits before the final
 	// position is confirmed, unless the session failed or lost its slot.
-	closeErr = errors.Join(closeErr, d.finish(drainCtx, runErr == nil && !lost, closeErr == nil))
+	closeErr = errors.Join(closeErr, d.Finish(drainCtx, runErr == nil && !lost, closeErr == nil))
 	closeErr = errors.Join(closeErr, stream.Close(drainCtx))
 	if runErr == nil && ctx.Err() == nil {
 		runErr = closeErr

@@ -1,4 +1,4 @@
-package relay
+package delivery
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 // events, an idle server's WAL end) while none does.
 func TestExactlyConfirms(t *testing.T) {
 	track := checkpoint.New(0x100, 10, 1<<20)
-	x := newExactly(track, defaultDelivery(), 0x100, slog.New(slog.DiscardHandler))
+	x := newExactly(track, testConfig(), 0x100, slog.New(slog.DiscardHandler))
 	ctx := context.Background()
 
 	// A transaction without events moves the slot: nothing waits.
@@ -32,10 +32,10 @@ func TestExactlyConfirms(t *testing.T) {
 	// even once the broker acknowledged it.
 	track.Begin()
 	ev := &decode.Event{CommitLSN: 0x2f0, Xid: 7}
-	if err := x.enter(ctx); err != nil {
+	if err := x.Enter(ctx); err != nil {
 		t.Fatal(err)
 	}
-	x.handing(ev)
+	x.Handing(ev)
 	seq, err := track.Reserve(ctx, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +45,7 @@ func TestExactlyConfirms(t *testing.T) {
 	}
 	track.Ack(seq)
 	track.Commit(0x300)
-	x.leave(0x300)
+	x.Leave(0x300)
 	if got := x.Confirmed(); got != 0x200 {
 		t.Errorf("acknowledged, not committed in Kafka: %s, want 0/200", got)
 	}
@@ -73,12 +73,12 @@ func TestExactlyConfirms(t *testing.T) {
 // record may start. A checkpoint ending at a message skips the message on
 // restart, and not a transaction committing right there.
 func TestExactlyStandaloneMessage(t *testing.T) {
-	x := newExactly(checkpoint.New(0x100, 10, 1<<20), defaultDelivery(), 0x100, slog.New(slog.DiscardHandler))
-	if err := x.enter(context.Background()); err != nil {
+	x := newExactly(checkpoint.New(0x100, 10, 1<<20), testConfig(), 0x100, slog.New(slog.DiscardHandler))
+	if err := x.Enter(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	x.handing(&decode.Event{CommitLSN: 0x500})
-	x.leave(0x500)
+	x.Handing(&decode.Event{CommitLSN: 0x500})
+	x.Leave(0x500)
 	if x.closed.end != 0x500 || x.closed.commit != 0x500 {
 		t.Fatalf("checkpoint of the message: commit %s end %s, want 0/500 0/500", x.closed.commit, x.closed.end)
 	}
@@ -88,7 +88,7 @@ func TestExactlyStandaloneMessage(t *testing.T) {
 		standalone bool
 		want       bool
 	}{{0x500, true, true}, {0x4ff, false, true}, {0x500, false, false}, {0x501, true, false}} {
-		if got := x.skips(pglogrepl.LSN(c.lsn), c.standalone); got != c.want {
+		if got := x.Skips(pglogrepl.LSN(c.lsn), c.standalone); got != c.want {
 			t.Errorf("skips(%X, standalone %v) = %v, want %v", c.lsn, c.standalone, got, c.want)
 		}
 	}
@@ -100,9 +100,9 @@ func TestExactlyStandaloneMessage(t *testing.T) {
 // waits for acknowledgements that will not come.
 func TestExactlyGate(t *testing.T) {
 	track := checkpoint.New(0x100, 10, 1<<20)
-	x := newExactly(track, defaultDelivery(), 0x100, slog.New(slog.DiscardHandler))
+	x := newExactly(track, testConfig(), 0x100, slog.New(slog.DiscardHandler))
 	ctx := context.Background()
-	if err := x.enter(ctx); err != nil {
+	if err := x.Enter(ctx); err != nil {
 		t.Fatal(err)
 	}
 	taken := make(chan struct{})
@@ -112,24 +112,24 @@ func TestExactlyGate(t *testing.T) {
 		t.Fatal("a commit took the gate inside a Postgres transaction")
 	case <-time.After(50 * time.Millisecond):
 	}
-	x.leave(0x200)
+	x.Leave(0x200)
 	<-taken
 	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	defer cancel()
-	if err := x.enter(short); !errors.Is(err, context.DeadlineExceeded) {
+	if err := x.Enter(short); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("entering while a commit holds the gate: %v, want the context's end", err)
 	}
 	<-x.gate
 
 	// A commit waiting for an acknowledgement that never comes.
-	if err := x.enter(ctx); err != nil {
+	if err := x.Enter(ctx); err != nil {
 		t.Fatal(err)
 	}
-	x.handing(&decode.Event{CommitLSN: 0x300})
+	x.Handing(&decode.Event{CommitLSN: 0x300})
 	if _, err := track.Reserve(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	x.leave(0x310)
+	x.Leave(0x310)
 	done := make(chan error, 1)
 	go func() {
 		x.gate <- struct{}{}
@@ -143,50 +143,33 @@ func TestExactlyGate(t *testing.T) {
 	}
 }
 
-// TestCheckpointTopicOfItsOwn: the checkpoint topic may not be one events
-// go to as well.
-func TestCheckpointTopicOfItsOwn(t *testing.T) {
-	for _, c := range []struct {
-		name   string
-		change func(*Config)
-		field  string
-	}{
-		{"its own", func(*Config) {}, ""},
-		{"the dead-letter topic", func(c *Config) { c.Delivery.CheckpointTopic = c.Topics.DeadLetterTopic }, "Delivery.CheckpointTopic"},
-		{"the dead-letter topic, unused", func(c *Config) {
-			c.Delivery.CheckpointTopic, c.Topics.OnInvalid = c.Topics.DeadLetterTopic, OnInvalidFail
-		}, ""},
-		{"a fixed event topic", func(c *Config) { c.Tables[0].Route.Topic = c.Delivery.CheckpointTopic }, "Delivery.CheckpointTopic"},
-		{"at least once", func(c *Config) { c.Delivery.Mode, c.Delivery.CheckpointTopic = AtLeastOnce, c.Topics.DeadLetterTopic }, ""},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			cfg := Default()
-			cfg.Delivery.Mode = ExactlyOnce
-			c.change(&cfg)
-			err := cfg.validateCheckpointTopic()
-			var ce *ConfigError
-			if c.field == "" && err != nil || c.field != "" && (!errors.As(err, &ce) || ce.Field != c.field) {
-				t.Errorf("validate: %v, want an error of %q", err, c.field)
-			}
-		})
-	}
-}
-
-// TestExactlyPacing: in exactly-once, produce requests leave no more often
-// than commits; at-least-once keeps --batch-timeout.
+// TestExactlyPacing: in exactly-once, a session's produce requests leave
+// no more often than commits; at-least-once, and the backfill's
+// transactions, keep --batch-timeout.
 func TestExactlyPacing(t *testing.T) {
-	eos := defaultDelivery()
-	eos.Mode = ExactlyOnce
+	const interval = 25 * time.Millisecond
 	for _, tt := range []struct {
-		d           Delivery
+		name        string
+		w           Writes
 		batch, want time.Duration
 	}{
-		{defaultDelivery(), 7 * time.Millisecond, 7 * time.Millisecond},
-		{eos, 7 * time.Millisecond, eos.TransactionInterval},
-		{eos, time.Second, time.Second},
+		{"at least once", atLeastOnceWrites{}, 7 * time.Millisecond, 7 * time.Millisecond},
+		{"exactly once", &transactional{pacing: interval}, 7 * time.Millisecond, interval},
+		{"exactly once, a longer batch timeout", &transactional{pacing: interval}, time.Second, time.Second},
+		{"exactly once, the backfill's", &transactional{}, 7 * time.Millisecond, 7 * time.Millisecond},
 	} {
-		if got := tt.d.pacing(tt.batch); got != tt.want {
-			t.Errorf("%s with --batch-timeout %s: paced %s, want %s", tt.d.Mode, tt.batch, got, tt.want)
+		if got := tt.w.BatchTimeout(tt.batch); got != tt.want {
+			t.Errorf("%s with --batch-timeout %s: paced %s, want %s", tt.name, tt.batch, got, tt.want)
 		}
 	}
 }
+
+// testConfig is an exactly-once Config with the relay's defaults.
+func testConfig() Config {
+	return Config{Mode: ExactlyOnce, Slot: "outbox_cdc", CheckpointTopic: checkpointTopic,
+		TransactionalID:     func(systemID string) string { return "outbox-cdc." + systemID + ".outbox_cdc" },
+		TransactionInterval: 25 * time.Millisecond, TransactionTimeout: time.Minute, MaxInFlight: 10}
+}
+
+// checkpointTopic is the checkpoint topic of these tests.
+const checkpointTopic = "outbox_cdc.checkpoints"

@@ -1,4 +1,4 @@
-package relay
+package delivery
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pglogrepl"
 
 	"github.com/outbox-cdc/outbox-cdc/checkpoint"
-	"github.com/outbox-cdc/outbox-cdc/cleanup"
 	"github.com/outbox-cdc/outbox-cdc/producer"
 	"github.com/outbox-cdc/outbox-cdc/replication"
 )
@@ -29,16 +28,15 @@ var openTimeout = 20 * time.Second
 
 // ensureCheckpointTopic creates the checkpoint topic of exactly-once, or
 // checks that it is compacted, before the first session.
-func (r *Relay) ensureCheckpointTopic(ctx context.Context) error {
-	d := r.cfg.Delivery
-	cluster := r.kafkaCluster()
+func (m *exactlyOnceMode) ensureCheckpointTopic(ctx context.Context) error {
+	cluster := m.env.Connect()
 	defer cluster.Close()
-	created, err := cluster.EnsureCheckpointTopic(ctx, d.CheckpointTopic, d.CheckpointReplicationFactor)
+	created, err := cluster.EnsureCheckpointTopic(ctx, m.cfg.CheckpointTopic, m.cfg.CheckpointReplicationFactor)
 	if err != nil {
-		return fmt.Errorf("checkpoint topic %s: %w", d.CheckpointTopic, err)
+		return fmt.Errorf("checkpoint topic %s: %w", m.cfg.CheckpointTopic, err)
 	}
 	if created {
-		r.log.Info("created the checkpoint topic", slog.String("topic", d.CheckpointTopic))
+		m.env.Log.Info("created the checkpoint topic", slog.String("topic", m.cfg.CheckpointTopic))
 	}
 	return nil
 }
@@ -48,13 +46,13 @@ func (r *Relay) ensureCheckpointTopic(ctx context.Context) error {
 // instance streaming the slot), reads the last committed checkpoint, and
 // decides with the slot's position (start) what the session skips. It
 // returns the transaction, begun, for the session's writer.
-func (r *Relay) openExactly(ctx context.Context, x *exactly, sys replication.System, switches replication.Switches, start pglogrepl.LSN) (*producer.Txn, error) {
-	d := r.cfg.Delivery
-	cluster := r.kafkaCluster()
+func (m *exactlyOnceMode) openExactly(ctx context.Context, x *exactly, sys replication.System, switches replication.Switches, start pglogrepl.LSN) (*producer.Txn, error) {
+	d, log := m.cfg, m.env.Log
+	cluster := m.env.Connect()
 	x.cluster = cluster // its connections are closed with x
 	txn, err := cluster.NewTxn(producer.TxnConfig{
-		TransactionalID: r.cfg.TransactionalID(sys.ID), Timeout: d.TransactionTimeout, Logger: r.log,
-		Outage: r.outage})
+		TransactionalID: d.TransactionalID(sys.ID), Timeout: d.TransactionTimeout, Logger: log,
+		Outage: m.env.Outage})
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +61,7 @@ func (r *Relay) openExactly(ctx context.Context, x *exactly, sys replication.Sys
 	if err := txn.Init(octx); err != nil {
 		return nil, fmt.Errorf("exactly-once: take the transactional id %s: %w", txn.TransactionalID(), err)
 	}
-	key := checkpoint.Key(sys.ID, r.cfg.Slot.Name)
+	key := checkpoint.Key(sys.ID, d.Slot)
 	rec, found, err := cluster.ReadCheckpoint(octx, d.CheckpointTopic, key)
 	if err != nil {
 		return nil, fmt.Errorf("exactly-once: read the last checkpoint from %s (another slot's transaction left open there holds the read "+
@@ -73,47 +71,49 @@ func (r *Relay) openExactly(ctx context.Context, x *exactly, sys replication.Sys
 		return nil, stopError(fmt.Sprintf("exactly-once: the checkpoint of slot %s ends at %s, past the server's WAL end %s "+
 			"on the same system and timeline: the database went back in time (restored from a snapshot or backup) and "+
 			"the checkpoint names transactions it no longer has. Starting there would skip new ones. Reset the slot's checkpoint "+
-			"with a tombstone under its key %q in %s (docs/exactly-once.md#operations)", r.cfg.Slot.Name, rec.EndLSN, sys.WALEnd, key, d.CheckpointTopic))
+			"with a tombstone under its key %q in %s (docs/exactly-once.md#operations)", d.Slot, rec.EndLSN, sys.WALEnd, key, d.CheckpointTopic))
 	}
 	decision := checkpoint.Resume(start, checkpoint.System{ID: sys.ID, Timeline: sys.Timeline, Switches: switches}, rec, found)
 	// A checkpoint trusted names a transaction the server must have had;
 	// one past a failover's branch point (ghosts) is the old timeline's,
 	// whose ids the promoted server may never have assigned.
 	if decision.Start > start && decision.Ghosts == nil {
-		if err := r.checkNotRestored(octx, rec, key); err != nil {
+		if err := m.checkNotRestored(octx, rec, key); err != nil {
 			return nil, err
 		}
 	}
 	if decision.Warn {
-		r.log.Warn(decision.Reason, slog.String("slot", r.cfg.Slot.Name))
+		log.Warn(decision.Reason, slog.String("slot", d.Slot))
 	} else {
-		r.log.Info(decision.Reason, slog.String("slot", r.cfg.Slot.Name))
+		log.Info(decision.Reason, slog.String("slot", d.Slot))
 	}
-	if g := decision.Ghosts; g != nil && *g != r.ghosts { // once per failover, not per session
-		r.ghosts = *g
-		r.metrics.FailoverGhosts(uint64(g.To - g.From))
+	if g := decision.Ghosts; g != nil && *g != m.ghosts { // once per failover, not per session
+		m.ghosts = *g
+		if m.env.FailoverGhosts != nil {
+			m.env.FailoverGhosts(uint64(g.To - g.From))
+		}
 	}
 	if decision.Start > start {
 		x.skip = decision.Start
-		if r.cfg.Cleanup == cleanup.None {
+		if !d.Cleanup {
 			x.raise(decision.Start)
 		}
 		// With --cleanup, the rows of the transactions skipped may be
 		// left to clean (cleanup.Hold): the tracker moves past them as
-		// they are cleaned (pipeline.skipped).
+		// they are cleaned (relay's pipeline.skipped).
 	}
 	if x.ckpt, err = cluster.NewCheckpointWriter(ctx, txn, d.CheckpointTopic, key); err != nil {
 		return nil, fmt.Errorf("exactly-once: %w", err)
 	}
 	host, _ := os.Hostname()
 	x.txn = txn
-	x.base = checkpoint.Record{Slot: r.cfg.Slot.Name, Database: sys.Database, SystemID: sys.ID, Timeline: sys.Timeline,
+	x.base = checkpoint.Record{Slot: d.Slot, Database: sys.Database, SystemID: sys.ID, Timeline: sys.Timeline,
 		Host: host, PID: os.Getpid()}
 	if err := txn.Begin(); err != nil {
 		return nil, err
 	}
 	id, epoch := txn.Producer()
-	r.log.Info("exactly-once: transactional producer ready", slog.String("transactional_id", txn.TransactionalID()),
+	log.Info("exactly-once: transactional producer ready", slog.String("transactional_id", txn.TransactionalID()),
 		slog.Int64("producer_id", id), slog.Int("epoch", int(epoch)))
 	return txn, nil
 }
@@ -136,21 +136,6 @@ func (w withCheckpoint) AddPartitions(ctx context.Context, partitions map[string
 	return w.Txn.AddPartitions(ctx, partitions)
 }
 
-// kafkaCluster returns a connection to the brokers for exactly-once's
-// transactions and checkpoint topic; Close it when done.
-func (r *Relay) kafkaCluster() *producer.Cluster {
-	return producer.Connect(r.security, r.cfg.Kafka.Brokers, 0)
-}
-
-// stopError is a failure that no new session mends: the relay stops and
-// says why (Retriable false).
-type stopError string
-
-func (e stopError) Error() string { return string(e) }
-
-// Retriable is false.
-func (stopError) Retriable() bool { return false }
-
 // finish ends the session's Kafka transaction once reading stopped and the
 // writer closed: committed when every event handed over is acknowledged
 // and no Postgres transaction is half handed over, aborted otherwise (its
@@ -166,7 +151,7 @@ func (stopError) Retriable() bool { return false }
 // A commit under way when the session ends is cut short when commit is
 // false (its events may never be acknowledged: the writer abandoned them)
 // or once ctx ends (the drain timeout); otherwise it finishes first.
-func (x *exactly) finish(ctx context.Context, commit, drained bool) error {
+func (x *exactly) Finish(ctx context.Context, commit, drained bool) error {
 	if !commit {
 		x.abort(errors.New("the session ended without a commit"))
 	}

@@ -1,4 +1,4 @@
-package relay
+package delivery
 
 import (
 	"context"
@@ -10,14 +10,15 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outbox-cdc/outbox-cdc/checkpoint"
 	"github.com/outbox-cdc/outbox-cdc/decode"
+	"github.com/outbox-cdc/outbox-cdc/producer"
 	"github.com/outbox-cdc/outbox-cdc/replication"
+	"github.com/outbox-cdc/outbox-cdc/sink"
 )
 
 // openSystem is the server the sessions of these tests stream from, and
@@ -28,27 +29,25 @@ var (
 )
 
 // openCluster starts a one-broker kfake cluster holding the checkpoint
-// topic (one partition), and an exactly-once relay whose brokers it is.
-func openCluster(t *testing.T) (*kfake.Cluster, *Relay) {
+// topic (one partition), and an exactly-once mode whose brokers it is.
+func openCluster(t *testing.T) (*kfake.Cluster, *exactlyOnceMode) {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, DefaultCheckpointTopic))
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, checkpointTopic))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	cfg := Default()
-	cfg.PostgresURL, cfg.Kafka.Brokers = "postgres://u@127.0.0.1:1/db", c.ListenAddrs()
-	cfg.Delivery.Mode = ExactlyOnce
-	r, err := New(cfg, WithLogger(slog.New(slog.DiscardHandler)), WithRegisterer(prometheus.NewRegistry()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c, r
+	m := New(testConfig(), Env{
+		Log:     slog.New(slog.DiscardHandler),
+		Connect: func() *producer.Cluster { return producer.Connect(sink.Security{}, c.ListenAddrs(), 0) },
+		NextXid: func(context.Context) (uint64, error) { return 0, errors.New("no server") },
+	})
+	return c, m.(*exactlyOnceMode)
 }
 
 // newOpenExactly is a session's exactly-once delivery before openExactly.
-func newOpenExactly(r *Relay) *exactly {
-	return newExactly(checkpoint.New(openStart, 10, 1<<20), r.cfg.Delivery, openStart, r.log)
+func newOpenExactly(m *exactlyOnceMode) *exactly {
+	return newExactly(checkpoint.New(openStart, 10, 1<<20), m.cfg, openStart, m.env.Log)
 }
 
 // putCheckpoint writes rec under key to the checkpoint topic, committed
@@ -59,7 +58,7 @@ func putCheckpoint(t *testing.T, c *kfake.Cluster, key string, rec checkpoint.Re
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic(DefaultCheckpointTopic))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic(checkpointTopic))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,8 +166,8 @@ func TestOpenCheckpointFromTheFuture(t *testing.T) {
 			c, r := openCluster(t)
 			// Under this system's key, whatever system the record names: an
 			// operator's copy between clusters, say.
-			key := checkpoint.Key(openSystem.ID, r.cfg.Slot.Name)
-			putCheckpoint(t, c, key, checkpoint.Record{Slot: r.cfg.Slot.Name, SystemID: tt.systemID, Timeline: tt.timeline,
+			key := checkpoint.Key(openSystem.ID, r.cfg.Slot)
+			putCheckpoint(t, c, key, checkpoint.Record{Slot: r.cfg.Slot, SystemID: tt.systemID, Timeline: tt.timeline,
 				CommitLSN: tt.end - 0x10, EndLSN: tt.end})
 			x := newOpenExactly(r)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -188,7 +187,7 @@ func TestOpenCheckpointFromTheFuture(t *testing.T) {
 			if !errors.As(err, &stop) || stop.Retriable() {
 				t.Fatalf("open: %v (%T), want a stopError, not retriable", err, err)
 			}
-			for _, want := range []string{key, DefaultCheckpointTopic} {
+			for _, want := range []string{key, checkpointTopic} {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("the error does not name %q: %v", want, err)
 				}
@@ -233,13 +232,13 @@ func TestFinishUnsure(t *testing.T) {
 			if err := x.txn.AddPartitions(ctx, map[string][]int32{x.ckpt.Topic(): {x.ckpt.Partition()}}); err != nil {
 				t.Fatal(err)
 			}
-			if err := x.enter(ctx); err != nil {
+			if err := x.Enter(ctx); err != nil {
 				t.Fatal(err)
 			}
-			x.handing(&decode.Event{CommitLSN: 0x2f0, Xid: 7})
-			x.leave(0x300)
+			x.Handing(&decode.Event{CommitLSN: 0x2f0, Xid: 7})
+			x.Leave(0x300)
 			x.unsure = tt.unsure // what a commit cut short after it began writing sets
-			if err := x.finish(ctx, tt.commit, tt.drained); err != nil {
+			if err := x.Finish(ctx, tt.commit, tt.drained); err != nil {
 				t.Fatalf("finish: %v", err)
 			}
 			if got := ends.Load(); got != tt.endTxn {

@@ -1,4 +1,4 @@
-package relay
+package delivery
 
 import (
 	"context"
@@ -17,14 +17,14 @@ const brokerTimeout = 500 * time.Millisecond
 
 // openTimed opens a session's exactly-once against kfake with the
 // transaction timeout brokerTimeout; finish is called at the test's end.
-func openTimed(t *testing.T, ctx context.Context, r *Relay) *exactly {
+func openTimed(t *testing.T, ctx context.Context, r *exactlyOnceMode) *exactly {
 	t.Helper()
-	r.cfg.Delivery.TransactionTimeout = brokerTimeout
+	r.cfg.TransactionTimeout = brokerTimeout
 	x := newOpenExactly(r)
 	if _, err := r.openExactly(ctx, x, openSystem, nil, openStart); err != nil {
 		t.Fatalf("open: %v", err)
 	}
-	t.Cleanup(func() { _ = x.finish(context.Background(), false, true) })
+	t.Cleanup(func() { _ = x.Finish(context.Background(), false, true) })
 	return x
 }
 
@@ -34,14 +34,14 @@ func openTimed(t *testing.T, ctx context.Context, r *Relay) *exactly {
 // coordinator's clock starts.
 func handOne(t *testing.T, ctx context.Context, x *exactly, xid uint32, commit pglogrepl.LSN) {
 	t.Helper()
-	if err := x.enter(ctx); err != nil {
+	if err := x.Enter(ctx); err != nil {
 		t.Fatal(err)
 	}
-	x.handing(&decode.Event{CommitLSN: commit, Xid: xid, Payload: []byte(`{}`)})
+	x.Handing(&decode.Event{CommitLSN: commit, Xid: xid, Payload: []byte(`{}`)})
 	if err := x.txn.AddPartitions(ctx, map[string][]int32{x.ckpt.Topic(): {x.ckpt.Partition()}}); err != nil {
 		t.Fatalf("add a partition: %v", err)
 	}
-	x.leave(commit + 0x10)
+	x.Leave(commit + 0x10)
 }
 
 // TestBrokerTimeoutJudged: against kfake, a Kafka transaction left open
@@ -64,8 +64,8 @@ func TestBrokerTimeoutJudged(t *testing.T) {
 				t.Fatalf("session %d committed a transaction open past its timeout", i+1)
 			}
 			t.Logf("session %d: %v", i+1, err)
-			x.fail(err)
-			te, stop := judged.judge(x.timedOut(err))
+			x.Fail(err)
+			te, stop := judged.judge(x.TimedOut(err))
 			if te == nil {
 				t.Fatalf("session %d: %v not judged an abort by the transaction timeout", i+1, err)
 			}
@@ -85,9 +85,9 @@ func TestBrokerTimeoutJudged(t *testing.T) {
 		if err == nil {
 			t.Fatal("a fenced producer committed")
 		}
-		x.fail(err)
+		x.Fail(err)
 		var te *txnTimeoutError
-		if err := x.timedOut(err); errors.As(err, &te) {
+		if err := x.TimedOut(err); errors.As(err, &te) {
 			t.Fatalf("a fence %s after the first event judged an abort by timeout: %v", brokerTimeout, err)
 		}
 	})
@@ -122,9 +122,9 @@ func TestTransactionClockStartsAtFirstEvent(t *testing.T) {
 	if err == nil {
 		t.Fatal("a fenced producer committed")
 	}
-	x.fail(err)
+	x.Fail(err)
 	var te *txnTimeoutError
-	if err := x.timedOut(err); errors.As(err, &te) {
+	if err := x.TimedOut(err); errors.As(err, &te) {
 		t.Fatalf("a fence right after the first event, %s after the last commit, judged an abort by timeout: %v", 3*brokerTimeout, err)
 	}
 }

@@ -1,4 +1,4 @@
-package relay
+package delivery
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/outbox-cdc/outbox-cdc/checkpoint"
@@ -64,20 +63,20 @@ func TestTransactionTimeoutStops(t *testing.T) {
 			timedOut := 0
 			var stop error
 			for i, s := range tt.sessions {
-				d := defaultDelivery()
+				d := testConfig()
 				d.TransactionTimeout = timeout
 				x := newExactly(checkpoint.New(0x100, 10, 1<<20), d, 0x100, slog.New(slog.DiscardHandler))
 				x.clock.now = func() time.Time { return now }
 				now = now.Add(s.idle)
-				if err := x.enter(context.Background()); err != nil {
+				if err := x.Enter(context.Background()); err != nil {
 					t.Fatal(err)
 				}
 				for range 3 {
-					x.handing(&decode.Event{CommitLSN: s.commit, Xid: s.xid, Payload: make([]byte, 1000)})
+					x.Handing(&decode.Event{CommitLSN: s.commit, Xid: s.xid, Payload: make([]byte, 1000)})
 				}
 				now = now.Add(s.took)
-				x.fail(s.err)
-				err := x.timedOut(s.err)
+				x.Fail(s.err)
+				err := x.TimedOut(s.err)
 				if !errors.Is(err, s.err) {
 					t.Fatalf("session %d: %v does not wrap the session's error %v", i, err, s.err)
 				}
@@ -115,53 +114,34 @@ func TestTransactionTimeoutStops(t *testing.T) {
 }
 
 // TestTimeoutCountedAndSaid: each abort by the transaction timeout that
-// ends a session is counted in outbox_cdc_transaction_timeouts_total; the
-// first is said in one warning and retried, the second of the same
-// Postgres transaction is the relay's stop.
+// ends a session is counted (Env.TransactionTimedOut, which the relay
+// wires to outbox_cdc_transaction_timeouts_total); the first is said in
+// one warning and retried, the second of the same Postgres transaction is
+// the relay's stop.
 func TestTimeoutCountedAndSaid(t *testing.T) {
-	cfg := Default()
-	cfg.PostgresURL, cfg.Kafka.Brokers = "postgres://u@127.0.0.1:1/db", []string{"127.0.0.1:1"}
-	cfg.Delivery.Mode = ExactlyOnce
 	var logs strings.Builder
-	reg := prometheus.NewRegistry()
-	r, err := New(cfg, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))), WithRegisterer(reg))
-	if err != nil {
-		t.Fatal(err)
-	}
+	counted := 0
+	m := New(testConfig(), Env{Log: slog.New(slog.NewTextHandler(&logs, nil)), TransactionTimedOut: func() { counted++ }})
 	aborted := func() error {
 		return &txnTimeoutError{pg: pgTxn{xid: 7, commit: 0x2f0, events: 3, bytes: 3000}, open: time.Minute, timeout: time.Minute,
 			err: &producer.TxnError{Op: "EndTxn", Kind: producer.ErrFenced, Err: kafka.ProducerFenced}}
 	}
-	var timeouts txnTimeouts
-	if stop, timedOut := r.judgeTimeout(&timeouts, errors.New("another failure")); stop != nil || timedOut {
+	if stop, timedOut := m.Judge(errors.New("another failure")); stop != nil || timedOut {
 		t.Fatalf("another failure: stop %v, timed out %v", stop, timedOut)
 	}
-	if stop, timedOut := r.judgeTimeout(&timeouts, aborted()); stop != nil || !timedOut {
+	if stop, timedOut := m.Judge(aborted()); stop != nil || !timedOut {
 		t.Fatalf("the first abort: stop %v, timed out %v", stop, timedOut)
 	}
 	if n := strings.Count(logs.String(), "level=WARN"); n != 1 || !strings.Contains(logs.String(), "xid=7") {
 		t.Errorf("after the first abort, %d warnings, want 1 naming xid 7:\n%s", n, logs.String())
 	}
-	if stop, _ := r.judgeTimeout(&timeouts, aborted()); stop == nil {
+	if stop, _ := m.Judge(aborted()); stop == nil {
 		t.Fatal("the second abort of the same transaction did not stop the relay")
 	}
-	if got := counterValue(t, reg, "outbox_cdc_transaction_timeouts_total"); got != 2 {
-		t.Errorf("outbox_cdc_transaction_timeouts_total %v, want 2", got)
+	if counted != 2 {
+		t.Errorf("counted %d aborts by timeout, want 2", counted)
 	}
-}
-
-// counterValue is the value of the counter name registered with reg.
-func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	if stop, timedOut := New(Config{Mode: AtLeastOnce}, Env{}).Judge(aborted()); stop != nil || timedOut {
+		t.Errorf("at least once judged an error: stop %v, timed out %v", stop, timedOut)
 	}
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.Metric) == 1 {
-			return mf.Metric[0].GetCounter().GetValue()
-		}
-	}
-	t.Fatalf("%s is not registered", name)
-	return 0
 }

@@ -1,4 +1,4 @@
-package relay
+package delivery
 
 import (
 	"context"
@@ -38,7 +38,7 @@ import (
 // the next Init, which aborts it), and the next session starts again from
 // the slot, skipping what the last committed checkpoint says Kafka holds.
 type exactly struct {
-	track    *checkpoint.Tracker
+	track    Acked
 	log      *slog.Logger
 	interval time.Duration
 	timeout  time.Duration // the transaction timeout, which bounds one commit
@@ -49,7 +49,7 @@ type exactly struct {
 	ckpt    *producer.CheckpointWriter
 	base    checkpoint.Record // the slot, system and instance every record names
 	flush   func(on bool)     // the writer's Flush, set once it exists
-	clean   rowCleaner        // with --cleanup (nil without): cleans a commit's rows; set once it exists
+	clean   RowCleaner        // with --cleanup (nil without): cleans a commit's rows; set once it exists
 	// ended is told of each Kafka transaction that ended: committed, and
 	// how long its commit held publishing back; or not (metrics).
 	ended func(committed bool, took time.Duration)
@@ -109,15 +109,6 @@ type exactly struct {
 	running  sync.WaitGroup
 }
 
-// rowCleaner is what exactly-once asks of --cleanup's cleaner
-// (cleanup.Cleaner): take the rows a commit made cleanable, clean them.
-type rowCleaner interface {
-	Held() int
-	Commit() cleanup.Committed
-	Release(ctx context.Context, done cleanup.Committed) error
-	CloseRelease()
-}
-
 // boundary is a Postgres transaction, as its checkpoint names it.
 type boundary struct {
 	commit pglogrepl.LSN
@@ -128,7 +119,7 @@ type boundary struct {
 
 // newExactly returns a session's exactly-once delivery, confirming start
 // until a commit; openExactly readies its transaction.
-func newExactly(track *checkpoint.Tracker, d Delivery, start pglogrepl.LSN, log *slog.Logger) *exactly {
+func newExactly(track Acked, d Config, start pglogrepl.LSN, log *slog.Logger) *exactly {
 	x := &exactly{track: track, interval: d.TransactionInterval, timeout: d.TransactionTimeout, log: log,
 		gate: make(chan struct{}, 1), stop: make(chan struct{}), clock: txnClock{now: time.Now}}
 	x.committed.Store(uint64(start))
@@ -142,7 +133,7 @@ func newExactly(track *checkpoint.Tracker, d Delivery, start pglogrepl.LSN, log 
 // Postgres skips by the start of a record: a checkpoint ending at E holds a
 // transaction whose commit starts before E, or a message whose record
 // ends at E, while the next transaction's commit may start at E.
-func (x *exactly) skips(commit pglogrepl.LSN, standalone bool) bool {
+func (x *exactly) Skips(commit pglogrepl.LSN, standalone bool) bool {
 	if standalone {
 		return commit <= x.skip
 	}
@@ -151,7 +142,7 @@ func (x *exactly) skips(commit pglogrepl.LSN, standalone bool) bool {
 
 // enter takes the gate for the Postgres transaction being handed over,
 // unless the receive loop holds it already.
-func (x *exactly) enter(ctx context.Context) error {
+func (x *exactly) Enter(ctx context.Context) error {
 	if x.held {
 		return nil
 	}
@@ -173,7 +164,7 @@ func (x *exactly) enter(ctx context.Context) error {
 
 // handing counts an event of the held transaction before it is reserved,
 // so that Confirmed holds the slot back from the moment it may be sent.
-func (x *exactly) handing(ev *decode.Event) {
+func (x *exactly) Handing(ev *decode.Event) {
 	x.uncommitted.Add(1)
 	x.last = boundary{commit: ev.CommitLSN, xid: ev.Xid, time: ev.CommitTime}
 	x.clock.hand(ev.Xid, ev.CommitLSN, ev.Size())
@@ -181,7 +172,7 @@ func (x *exactly) handing(ev *decode.Event) {
 
 // leave releases the gate at the commit (end) of the Postgres transaction
 // whose events the receive loop handed over.
-func (x *exactly) leave(end pglogrepl.LSN) {
+func (x *exactly) Leave(end pglogrepl.LSN) {
 	if !x.held {
 		return
 	}
@@ -256,7 +247,7 @@ func (x *exactly) run(ctx context.Context) error {
 // takeGate takes the commit gate, false when stop or ctx ends first. A
 // gate held at the tick is a Postgres transaction spanning it: nothing can
 // commit before its end, so holding requests back for the commit (the
-// writer's pacing, Delivery.pacing) gains nothing, and would stream a
+// writer's pacing, see pacing) gains nothing, and would stream a
 // transaction larger than the in-flight window one window per interval,
 // perhaps past the transaction timeout. Requests then leave at once until
 // the commit (whose Flush(false) ends it).
@@ -362,7 +353,7 @@ func (x *exactly) settle() error {
 }
 
 // start runs the committer; failed receives its error.
-func (x *exactly) start(ctx context.Context, failed func(error)) {
+func (x *exactly) Start(ctx context.Context, failed func(error)) {
 	x.running.Go(func() {
 		if err := x.run(ctx); err != nil {
 			x.clock.fail()

@@ -1,4 +1,4 @@
-package relay
+package delivery
 
 import (
 	"bytes"
@@ -48,13 +48,11 @@ func TestOpenCheckpointOfARestoredDatabase(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c, r := openCluster(t)
 			var logged bytes.Buffer
-			r.log = slog.New(slog.NewTextHandler(&logged, nil))
+			r.env.Log = slog.New(slog.NewTextHandler(&logged, nil))
 			asked := 0
-			was := nextXid
-			nextXid = func(context.Context, string) (uint64, error) { asked++; return next, tt.readErr }
-			t.Cleanup(func() { nextXid = was })
-			key := checkpoint.Key(openSystem.ID, r.cfg.Slot.Name)
-			putCheckpoint(t, c, key, checkpoint.Record{Slot: r.cfg.Slot.Name, SystemID: openSystem.ID, Timeline: openSystem.Timeline,
+			r.env.NextXid = func(context.Context) (uint64, error) { asked++; return next, tt.readErr }
+			key := checkpoint.Key(openSystem.ID, r.cfg.Slot)
+			putCheckpoint(t, c, key, checkpoint.Record{Slot: r.cfg.Slot, SystemID: openSystem.ID, Timeline: openSystem.Timeline,
 				CommitLSN: tt.end - 0x10, EndLSN: tt.end, Xid: tt.xid})
 			x := newOpenExactly(r)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -85,7 +83,7 @@ func TestOpenCheckpointOfARestoredDatabase(t *testing.T) {
 				if retry.Classify(err) != retry.Permanent || !errors.Is(err, checkpoint.ErrRestored) {
 					t.Fatalf("open: %v (%T), want checkpoint.ErrRestored, permanent", err, err)
 				}
-				for _, want := range []string{key, DefaultCheckpointTopic} {
+				for _, want := range []string{key, checkpointTopic} {
 					if !strings.Contains(err.Error(), want) {
 						t.Errorf("the error does not name %q: %v", want, err)
 					}

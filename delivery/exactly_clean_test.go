@@ -1,4 +1,4 @@
-package relay
+package delivery
 
 import (
 	"context"
@@ -32,7 +32,7 @@ func (f *fakeCleaner) Release(context.Context, cleanup.Committed) error {
 // next commit, and goes on once the cleaning ends; below the bound it does
 // not wait.
 func TestExactlyWaitsForCleaning(t *testing.T) {
-	x := newExactly(checkpoint.New(0x100, 10, 1<<20), defaultDelivery(), 0x100, slog.New(slog.DiscardHandler))
+	x := newExactly(checkpoint.New(0x100, 10, 1<<20), testConfig(), 0x100, slog.New(slog.DiscardHandler))
 	f := &fakeCleaner{}
 	x.clean, x.heldLimit = f, 5
 	done := make(chan struct{})
@@ -40,18 +40,18 @@ func TestExactlyWaitsForCleaning(t *testing.T) {
 	f.held.Store(5)
 	short, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if err := x.enter(short); !errors.Is(err, context.DeadlineExceeded) || x.held {
+	if err := x.Enter(short); !errors.Is(err, context.DeadlineExceeded) || x.held {
 		t.Fatalf("entering with 5 rows held at a bound of 5 while cleaning: %v (held %v), want to wait", err, x.held)
 	}
 	f.held.Store(4)
-	if err := x.enter(context.Background()); err != nil {
+	if err := x.Enter(context.Background()); err != nil {
 		t.Fatalf("entering below the bound: %v", err)
 	}
-	x.leave(0x200)
+	x.Leave(0x200)
 
 	f.held.Store(9)
 	entered := make(chan error, 1)
-	go func() { entered <- x.enter(context.Background()) }()
+	go func() { entered <- x.Enter(context.Background()) }()
 	select {
 	case err := <-entered:
 		t.Fatalf("entered (%v) while cleaning with 9 rows held", err)
@@ -67,7 +67,7 @@ func TestExactlyWaitsForCleaning(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("still waiting 5 s after the cleaning ended")
 	}
-	x.leave(0x300)
+	x.Leave(0x300)
 }
 
 // TestExactlySettle: a settle that cleans raises the position to its
@@ -75,7 +75,7 @@ func TestExactlyWaitsForCleaning(t *testing.T) {
 // wait, and refuses the next commit.
 func TestExactlySettle(t *testing.T) {
 	for _, fail := range []bool{false, true} {
-		x := newExactly(checkpoint.New(0x100, 10, 1<<20), defaultDelivery(), 0x100, slog.New(slog.DiscardHandler))
+		x := newExactly(checkpoint.New(0x100, 10, 1<<20), testConfig(), 0x100, slog.New(slog.DiscardHandler))
 		f := &fakeCleaner{}
 		if fail {
 			f.err = errors.New("delete refused")

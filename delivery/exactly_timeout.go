@@ -1,8 +1,9 @@
-package relay
+package delivery
 
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -158,11 +159,34 @@ func (t *txnTimeouts) judge(err error) (*txnTimeoutError, error) {
 
 // fail stamps the session's failure on the clock and cuts a commit under
 // way short: some event will never be acknowledged.
-func (x *exactly) fail(err error) {
+func (x *exactly) Fail(err error) {
 	x.clock.fail()
 	x.abort(err)
 }
 
 // timedOut returns err, the session's failure, as a *txnTimeoutError when
 // it is judged an abort by the transaction timeout.
-func (x *exactly) timedOut(err error) error { return x.clock.timedOut(err, x.timeout) }
+func (x *exactly) TimedOut(err error) error { return x.clock.timedOut(err, x.timeout) }
+
+// Judge counts a session's failure judged an abort of its Kafka
+// transaction by the broker's transaction timeout (see txnClock), and says
+// so in one line; the second of the same Postgres transaction returns the
+// error that stops the relay.
+func (m *exactlyOnceMode) Judge(err error) (stop error, timedOut bool) {
+	te, stop := m.timeouts.judge(err)
+	if te == nil {
+		return nil, false
+	}
+	if m.env.TransactionTimedOut != nil {
+		m.env.TransactionTimedOut()
+	}
+	if stop != nil {
+		return stop, true
+	}
+	m.env.Log.Warn("exactly-once: the broker aborted the Kafka transaction open past --transaction-timeout; streaming its Postgres transaction again, "+
+		"and stopping if that is aborted again: raise --transaction-timeout for Postgres transactions that take this long to stream",
+		slog.Uint64("xid", uint64(te.pg.xid)), slog.String("commit", te.pg.commit.String()), slog.Int64("events", te.pg.events),
+		slog.Int64("bytes", te.pg.bytes), slog.Duration("streamed", te.streamed), slog.Duration("open", te.open),
+		slog.Duration("timeout", te.timeout), slog.Any("err", te.err))
+	return nil, true
+}

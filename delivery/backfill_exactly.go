@@ -1,4 +1,4 @@
-package relay
+package delivery
 
 import (
 	"context"
@@ -9,13 +9,11 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/outbox-cdc/outbox-cdc/backfill"
 	"github.com/outbox-cdc/outbox-cdc/checkpoint"
 	"github.com/outbox-cdc/outbox-cdc/producer"
 	"github.com/outbox-cdc/outbox-cdc/replication"
-	"github.com/outbox-cdc/outbox-cdc/slot"
 )
 
 // backfillTxn is a backfill's exactly-once: its rows go in Kafka
@@ -26,7 +24,7 @@ import (
 // sequences of a new writer start again at 0), whose transactions end
 // with the entry's Drain.
 type backfillTxn struct {
-	r *Relay
+	m *exactlyOnceMode
 	// base is the record every commit writes, with the progress: the
 	// stream's position as the last checkpoint left it (for the stream to
 	// resume from after the backfill), or, with none, the slot's
@@ -46,6 +44,7 @@ type backfillTxn struct {
 	wrote bool
 
 	// Of the publisher open.
+	pub     Publisher
 	cluster *producer.Cluster
 	txn     *producer.Txn
 	ckpt    *producer.CheckpointWriter
@@ -59,22 +58,17 @@ type backfillTxn struct {
 	unsure bool
 }
 
-// newBackfillTxn returns the backfill's exactly-once. Nothing is asked
-// of the servers yet, nor fenced: that waits for the backfill's lock, and
-// for a backfill to run (committed, open).
-func (r *Relay) newBackfillTxn() *backfillTxn { return &backfillTxn{r: r} }
-
 // identify learns the system the slot is on, once: the transactional id
 // and the checkpoint's key name it.
 func (bt *backfillTxn) identify(ctx context.Context) error {
 	if bt.key != "" {
 		return nil
 	}
-	sys, err := replication.Identify(ctx, bt.r.cfg.PostgresURL)
+	sys, err := bt.m.env.Identify(ctx)
 	if err != nil {
 		return fmt.Errorf("exactly-once backfill: %w", err)
 	}
-	bt.sys, bt.key = sys, checkpoint.Key(sys.ID, bt.r.cfg.Slot.Name)
+	bt.sys, bt.key = sys, checkpoint.Key(sys.ID, bt.m.cfg.Slot)
 	return nil
 }
 
@@ -85,7 +79,7 @@ func (bt *backfillTxn) committed(ctx context.Context) (*backfill.Progress, error
 	if err := bt.identify(ctx); err != nil {
 		return nil, err
 	}
-	cluster := bt.r.kafkaCluster()
+	cluster := bt.m.env.Connect()
 	defer cluster.Close()
 	octx, cancel := context.WithTimeout(ctx, openTimeout)
 	defer cancel()
@@ -110,9 +104,9 @@ func (bt *backfillTxn) committed(ctx context.Context) (*backfill.Progress, error
 // is taken: base is the record each commit writes (with its backfill's
 // progress); the backfill progress in it is returned.
 func (bt *backfillTxn) readLast(ctx context.Context, cluster *producer.Cluster) (*checkpoint.Backfill, error) {
-	rec, found, err := cluster.ReadCheckpoint(ctx, bt.r.cfg.Delivery.CheckpointTopic, bt.key)
+	rec, found, err := cluster.ReadCheckpoint(ctx, bt.m.cfg.CheckpointTopic, bt.key)
 	if err != nil {
-		return nil, fmt.Errorf("exactly-once backfill: read the last checkpoint from %s: %w", bt.r.cfg.Delivery.CheckpointTopic, err)
+		return nil, fmt.Errorf("exactly-once backfill: read the last checkpoint from %s: %w", bt.m.cfg.CheckpointTopic, err)
 	}
 	progress := rec.Backfill
 	bt.base, bt.found, bt.read = rec, found, true
@@ -125,7 +119,7 @@ func (bt *backfillTxn) readLast(ctx context.Context, cluster *producer.Cluster) 
 			return nil, err
 		}
 		sys := bt.sys
-		bt.base = checkpoint.Record{Slot: bt.r.cfg.Slot.Name, Database: sys.Database, SystemID: sys.ID,
+		bt.base = checkpoint.Record{Slot: bt.m.cfg.Slot, Database: sys.Database, SystemID: sys.ID,
 			Timeline: sys.Timeline, CommitLSN: at, EndLSN: at}
 		if !found {
 			progress = nil
@@ -138,12 +132,7 @@ func (bt *backfillTxn) readLast(ctx context.Context, cluster *producer.Cluster) 
 
 // slotPosition is the slot's confirmed position.
 func (bt *backfillTxn) slotPosition(ctx context.Context) (pglogrepl.LSN, error) {
-	conn, err := pgx.Connect(ctx, bt.r.cfg.PostgresURL)
-	if err != nil {
-		return 0, fmt.Errorf("exactly-once backfill: connect to postgres (%s): %w", PostgresHint(err), err)
-	}
-	defer conn.Close(context.Background())
-	at, err := slot.Confirmed(ctx, conn, bt.r.cfg.Slot.Name)
+	at, err := bt.m.env.SlotPosition(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("exactly-once backfill: %w", err)
 	}
@@ -153,9 +142,9 @@ func (bt *backfillTxn) slotPosition(ctx context.Context) (pglogrepl.LSN, error) 
 // initTxn takes the transactional id: a producer whose InitProducerID
 // fenced every earlier holder.
 func (bt *backfillTxn) initTxn(ctx context.Context, cluster *producer.Cluster) (*producer.Txn, error) {
-	d := bt.r.cfg.Delivery
+	d := bt.m.cfg
 	txn, err := cluster.NewTxn(producer.TxnConfig{
-		TransactionalID: bt.r.cfg.TransactionalID(bt.sys.ID), Timeout: d.TransactionTimeout, Logger: bt.r.log})
+		TransactionalID: d.TransactionalID(bt.sys.ID), Timeout: d.TransactionTimeout, Logger: bt.m.env.Log})
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +160,7 @@ func (bt *backfillTxn) open(ctx context.Context) (*transactional, error) {
 	if err := bt.identify(ctx); err != nil {
 		return nil, err
 	}
-	cluster := bt.r.kafkaCluster()
+	cluster := bt.m.env.Connect()
 	octx, cancel := context.WithTimeout(ctx, openTimeout)
 	defer cancel()
 	txn, err := bt.initTxn(octx, cluster)
@@ -179,7 +168,7 @@ func (bt *backfillTxn) open(ctx context.Context) (*transactional, error) {
 		_, err = bt.readLast(octx, cluster)
 	}
 	if err == nil {
-		bt.ckpt, err = cluster.NewCheckpointWriter(octx, txn, bt.r.cfg.Delivery.CheckpointTopic, bt.key)
+		bt.ckpt, err = cluster.NewCheckpointWriter(octx, txn, bt.m.cfg.CheckpointTopic, bt.key)
 	}
 	if err == nil {
 		err = txn.Begin()
@@ -204,7 +193,7 @@ func (bt *backfillTxn) commit(ctx context.Context, progress backfill.Progress, a
 		// sequence, would be taken for it.
 		return errors.New("exactly-once backfill: the last commit's outcome is unknown: its transaction is left to the next InitProducerID")
 	}
-	cctx, cancel := context.WithTimeout(ctx, bt.r.cfg.Delivery.TransactionTimeout)
+	cctx, cancel := context.WithTimeout(ctx, bt.m.cfg.TransactionTimeout)
 	defer cancel()
 	if err := acked(cctx); err != nil {
 		return fmt.Errorf("exactly-once backfill: wait for the rows' acknowledgements: %w", err)
@@ -242,7 +231,7 @@ func (bt *backfillTxn) seal(ctx context.Context) error {
 	if _, err := bt.open(ctx); err != nil {
 		return err
 	}
-	cctx, cancel := context.WithTimeout(ctx, bt.r.cfg.Delivery.TransactionTimeout)
+	cctx, cancel := context.WithTimeout(ctx, bt.m.cfg.TransactionTimeout)
 	defer cancel()
 	bt.unsure = true
 	err := bt.ckpt.Write(cctx, bt.base)
@@ -254,7 +243,7 @@ func (bt *backfillTxn) seal(ctx context.Context) error {
 		return fmt.Errorf("exactly-once heal: commit a checkpoint at the new slot's position %s: %w", bt.base.EndLSN, err)
 	}
 	bt.unsure, bt.wrote = false, true
-	bt.r.log.Info("exactly-once heal: checkpoint at the new slot", slog.String("slot", bt.r.cfg.Slot.Name), slog.String("lsn", bt.base.EndLSN.String()))
+	bt.m.env.Log.Info("exactly-once heal: checkpoint at the new slot", slog.String("slot", bt.m.cfg.Slot), slog.String("lsn", bt.base.EndLSN.String()))
 	bt.txn = nil // committed: nothing for end to abort
 	bt.cluster.Close()
 	bt.cluster, bt.ckpt = nil, nil
@@ -278,7 +267,7 @@ func (bt *backfillTxn) end(drained bool) error {
 	case pending == 0 && !bt.unsure:
 		return nil
 	case leave:
-		bt.r.log.Info("exactly-once backfill: leaving the open kafka transaction to the next InitProducerID, which aborts it",
+		bt.m.env.Log.Info("exactly-once backfill: leaving the open kafka transaction to the next InitProducerID, which aborts it",
 			slog.Int64("rows", pending))
 		return nil
 	}
@@ -287,65 +276,5 @@ func (bt *backfillTxn) end(drained bool) error {
 	if err := txn.Abort(actx); err != nil {
 		return fmt.Errorf("exactly-once backfill: abort the kafka transaction: %w", err)
 	}
-	return nil
-}
-
-// committingEntry is the backfill's entry in exactly-once: a
-// backfill.Committer.
-type committingEntry struct{ *backfillEntry }
-
-// Commit commits the rows handed over since the last commit, with
-// progress; see backfill.Committer. A publish failure ends the wait for
-// their acknowledgements at once.
-func (c committingEntry) Commit(ctx context.Context, progress backfill.Progress) error {
-	e := c.backfillEntry
-	if e.pub == nil {
-		return nil // nothing handed over since the last drain
-	}
-	if err := e.failed(); err != nil {
-		return err
-	}
-	cctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	defer context.AfterFunc(e.failure, func() { cancel(context.Cause(e.failure)) })()
-	e.pub.writer.Flush(true)
-	defer e.pub.writer.Flush(false)
-	err := e.bt.commit(cctx, progress, e.acks.track.WaitAcked)
-	if ferr := e.failed(); err != nil && ferr != nil {
-		return ferr // the publish failure, not the interrupted wait it caused
-	}
-	if err != nil {
-		return err
-	}
-	if cl := e.pub.cleaner; cl != nil {
-		// Committed: the rows may go (--cleanup). A failure here leaves
-		// them in the table; the backfill stops, and its resume skips
-		// them (see docs/exactly-once.md).
-		if err := cl.Release(ctx, cl.Commit()); err != nil {
-			return fmt.Errorf("exactly-once backfill: committed in kafka, but cleaning the rows failed (a resume cleans them): %w", err)
-		}
-	}
-	return nil
-}
-
-// CleanCommitted cleans row (--cleanup) without publishing it: a commit
-// holds its event already; see backfill.GapCleaner. The rule that keeps a
-// row its dead letter may lack the value of is the stream's
-// (outlet.cleanOnly).
-func (c committingEntry) CleanCommitted(ctx context.Context, row backfill.Row) error {
-	e := c.backfillEntry
-	if e.pub == nil {
-		if err := e.open(ctx); err != nil {
-			return err
-		}
-	}
-	pe := &pendingEvent{ev: row.Event, invalid: row.Invalid}
-	if e.out.clean == nil || pe.row() == nil {
-		return nil // nothing to clean, or nothing to clean it by
-	}
-	if err := e.out.reserve(ctx, pe); err != nil {
-		return err
-	}
-	e.out.cleanOnly(pe)
 	return nil
 }
