@@ -45,6 +45,43 @@ func openCluster(t *testing.T) (*kfake.Cluster, *exactlyOnceMode) {
 	return c, m.(*exactlyOnceMode)
 }
 
+// fakeStream is a replication stream of openSystem that starts at once.
+type fakeStream struct{}
+
+func (fakeStream) System(context.Context) (replication.System, error) { return openSystem, nil }
+func (fakeStream) Switches(context.Context, int32) (replication.Switches, error) {
+	return nil, nil
+}
+func (fakeStream) Start(context.Context, pglogrepl.LSN) error { return nil }
+
+// openSession opens a session of m from openStart, through the seam, with
+// a publisher that has neither writer nor cleaner; it ends the session
+// when the test ends.
+func openSession(t *testing.T, ctx context.Context, m Mode) (Session, error) {
+	t.Helper()
+	s := m.Session(checkpoint.New(openStart, 10, 1<<20), openStart)
+	err := s.Open(ctx, fakeStream{}, openStart, func(Writes) (Publisher, error) { return Publisher{}, nil })
+	if err == nil {
+		t.Cleanup(func() { _ = s.Finish(context.Background(), false, true) })
+	}
+	return s, err
+}
+
+// skipsTo fails the test unless s skips the transactions that committed
+// before skip, and no other (0: none).
+func skipsTo(t *testing.T, s Session, skip pglogrepl.LSN) {
+	t.Helper()
+	if skip == 0 {
+		if s.Skips(openStart, false) {
+			t.Errorf("skips the slot's own position %s, want no skip", openStart)
+		}
+		return
+	}
+	if !s.Skips(skip-1, false) || s.Skips(skip, false) {
+		t.Errorf("skips %s: %v, %s: %v; want to skip up to %s", skip-1, s.Skips(skip-1, false), skip, s.Skips(skip, false), skip)
+	}
+}
+
 // newOpenExactly is a session's exactly-once delivery before openExactly.
 func newOpenExactly(m *exactlyOnceMode) *exactly {
 	return newExactly(checkpoint.New(openStart, 10, 1<<20), m.cfg, openStart, m.env.Log)
@@ -116,16 +153,14 @@ func TestOpenBounded(t *testing.T) {
 			hold(c, tt.held)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			x := newOpenExactly(r)
 			done := make(chan error, 1)
 			began := time.Now()
 			go func() {
-				_, err := r.openExactly(ctx, x, openSystem, nil, openStart)
+				_, err := openSession(t, ctx, r)
 				done <- err
 			}()
 			select {
 			case err := <-done:
-				x.cluster.Close()
 				took := time.Since(began)
 				if err == nil || !strings.Contains(err.Error(), tt.step) || !strings.Contains(err.Error(), tt.cause) {
 					t.Fatalf("open with %s held: %v, want an error saying %q and %q", tt.name, err, tt.step, tt.cause)
@@ -154,7 +189,7 @@ func TestOpenCheckpointFromTheFuture(t *testing.T) {
 		timeline int32
 		end      pglogrepl.LSN
 		stop     bool
-		skip     pglogrepl.LSN // x.skip after a successful open
+		skip     pglogrepl.LSN // skipped up to, after a successful open
 	}{
 		{"past the WAL end", openSystem.ID, openSystem.Timeline, future, true, 0},
 		{"past the WAL end, another timeline", openSystem.ID, openSystem.Timeline - 1, future, false, 0},
@@ -169,18 +204,14 @@ func TestOpenCheckpointFromTheFuture(t *testing.T) {
 			key := checkpoint.Key(openSystem.ID, r.cfg.Slot)
 			putCheckpoint(t, c, key, checkpoint.Record{Slot: r.cfg.Slot, SystemID: tt.systemID, Timeline: tt.timeline,
 				CommitLSN: tt.end - 0x10, EndLSN: tt.end})
-			x := newOpenExactly(r)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			_, err := r.openExactly(ctx, x, openSystem, nil, openStart)
-			x.cluster.Close()
+			s, err := openSession(t, ctx, r)
 			if !tt.stop {
 				if err != nil {
 					t.Fatalf("open: %v, want none", err)
 				}
-				if x.skip != tt.skip {
-					t.Errorf("skip %s, want %s", x.skip, tt.skip)
-				}
+				skipsTo(t, s, tt.skip)
 				return
 			}
 			var stop stopError

@@ -34,7 +34,7 @@ func TestOpenCheckpointOfARestoredDatabase(t *testing.T) {
 		xid     uint32
 		readErr error
 		stop    bool
-		skip    pglogrepl.LSN // x.skip after a successful open
+		skip    pglogrepl.LSN // skipped up to, after a successful open
 		says    []string      // in the error, or in the log
 	}{
 		{"ahead, a transaction not assigned yet", ahead, 1500, nil, true, 0,
@@ -54,11 +54,9 @@ func TestOpenCheckpointOfARestoredDatabase(t *testing.T) {
 			key := checkpoint.Key(openSystem.ID, r.cfg.Slot)
 			putCheckpoint(t, c, key, checkpoint.Record{Slot: r.cfg.Slot, SystemID: openSystem.ID, Timeline: openSystem.Timeline,
 				CommitLSN: tt.end - 0x10, EndLSN: tt.end, Xid: tt.xid})
-			x := newOpenExactly(r)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			_, err := r.openExactly(ctx, x, openSystem, nil, openStart)
-			x.cluster.Close()
+			s, err := openSession(t, ctx, r)
 			said := logged.String()
 			if err != nil {
 				said = err.Error()
@@ -92,9 +90,7 @@ func TestOpenCheckpointOfARestoredDatabase(t *testing.T) {
 				if err != nil {
 					t.Fatalf("open: %v, want none", err)
 				}
-				if x.skip != tt.skip {
-					t.Errorf("skip %s, want %s", x.skip, tt.skip)
-				}
+				skipsTo(t, s, tt.skip)
 			}
 		})
 	}

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"testing"
 
 	"github.com/jackc/pglogrepl"
 
+	"github.com/outbox-cdc/outbox-cdc/backfill"
 	"github.com/outbox-cdc/outbox-cdc/checkpoint"
 	"github.com/outbox-cdc/outbox-cdc/decode"
 )
@@ -153,6 +155,33 @@ func TestCheckpointTopicOfItsOwn(t *testing.T) {
 			var ce *ConfigError
 			if c.field == "" && err != nil || c.field != "" && (!errors.As(err, &ce) || ce.Field != c.field) {
 				t.Errorf("validate: %v, want an error of %q", err, c.field)
+			}
+		})
+	}
+}
+
+// TestBackfillEntryCommitsAsTheModeSays: the backfill's entry is a
+// backfill.Committer (and GapCleaner) exactly when the delivery mode
+// commits the backfill's rows: exactly-once, not forced.
+func TestBackfillEntryCommitsAsTheModeSays(t *testing.T) {
+	for _, tt := range []struct {
+		mode    DeliveryMode
+		force   bool
+		commits bool
+	}{
+		{AtLeastOnce, false, false},
+		{ExactlyOnce, false, true},
+		{ExactlyOnce, true, false},
+	} {
+		t.Run(fmt.Sprintf("%s, forced %v", tt.mode, tt.force), func(t *testing.T) {
+			cfg := Default()
+			cfg.Delivery.Mode = tt.mode
+			r := &Relay{cfg: cfg, log: slog.New(slog.DiscardHandler)}
+			entry := newBackfillEntry(r, r.newDelivery().Backfill(tt.force, false)).entry()
+			_, commits := entry.(backfill.Committer)
+			_, cleans := entry.(backfill.GapCleaner)
+			if commits != tt.commits || cleans != tt.commits {
+				t.Errorf("a Committer %v, a GapCleaner %v; want %v", commits, cleans, tt.commits)
 			}
 		})
 	}

@@ -11,6 +11,7 @@
 //	decode       turns an INSERT into an outbox table, or a logical decoding message, into an event
 //	checkpoint   orders acknowledgements and says which position may be confirmed
 //	sink         produces to Kafka (acks=all) and reports each event's fate
+//	delivery     the mode: what is confirmed, and (exactly-once) Kafka transactions with a checkpoint
 //	cleanup      deletes published rows before their position is confirmed (--cleanup)
 //
 // Run retries what a new session may mend (a lost connection, a broker away
