@@ -3,6 +3,8 @@ package delivery
 import (
 	"context"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -42,6 +44,11 @@ var modes = map[Name]func(Config, Env) Mode{
 func Known(n Name) bool {
 	_, ok := modes[n]
 	return ok
+}
+
+// Names are the modes New builds, sorted.
+func Names() []Name {
+	return slices.Sorted(maps.Keys(modes))
 }
 
 // Config is what a mode needs of the relay's settings: ids and names, no

@@ -3,6 +3,7 @@ package relay
 import (
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/outbox-cdc/outbox-cdc/delivery"
@@ -80,7 +81,7 @@ var kafkaName = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
 
 func (d Delivery) validate() error {
 	if !delivery.Known(d.Mode) {
-		return bad("Mode", "{Mode} %q: use at-least-once or exactly-once", d.Mode)
+		return bad("Mode", "{Mode} %q: use %s", d.Mode, modeNames())
 	}
 	if !d.Exactly() {
 		return nil
@@ -130,4 +131,17 @@ func (c Config) validateCheckpointTopic() error {
 		}
 	}
 	return nil
+}
+
+// modeNames lists the delivery modes, for an error: "a, b or c".
+func modeNames() string {
+	names := delivery.Names()
+	s := make([]string, len(names))
+	for i, n := range names {
+		s[i] = string(n)
+	}
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
 }

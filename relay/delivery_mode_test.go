@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pglogrepl"
@@ -184,5 +185,17 @@ func TestBackfillEntryCommitsAsTheModeSays(t *testing.T) {
 				t.Errorf("a Committer %v, a GapCleaner %v; want %v", commits, cleans, tt.commits)
 			}
 		})
+	}
+}
+
+// TestUnknownDeliveryModeRefused: a mode package delivery does not build
+// is refused, naming the field and the modes it builds.
+func TestUnknownDeliveryModeRefused(t *testing.T) {
+	cfg := Default()
+	cfg.Delivery.Mode = "at-most-once"
+	err := cfg.Delivery.validate()
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Field != "Mode" || !strings.Contains(err.Error(), `"at-most-once": use at-least-once or exactly-once`) {
+		t.Errorf("validate: %v, want a ConfigError of Mode naming at-least-once and exactly-once", err)
 	}
 }
