@@ -162,7 +162,8 @@ type Session interface {
 	// Position is what is confirmed, read from any goroutine.
 	Position() pglogrepl.LSN
 	// Open starts streaming the slot from start and has publish make the
-	// session's publisher, written as the mode says.
+	// session's publisher, written as the mode says: once, whenever it
+	// returns nil. On a failure it ends what it began.
 	Open(ctx context.Context, stream Stream, start pglogrepl.LSN, publish Publish) error
 	// Start begins the mode's work beside reading (exactly-once: the
 	// committer); failed is called with a failure of it, which ends
@@ -235,7 +236,8 @@ type Backfill interface {
 	// once), and the backfill's entry is no backfill.Committer.
 	Committed() func(ctx context.Context) (*backfill.Progress, error)
 	// Open has publish make the backfill's next publisher, written as the
-	// mode says.
+	// mode says: once, whenever it returns nil. On a failure it ends what
+	// it began.
 	Open(ctx context.Context, publish Publish) error
 	// Handed counts a row reserved, about to be sent.
 	Handed()
