@@ -16,55 +16,67 @@ import (
 // TestExactlyConfirms walks the position exactly-once lets the slot be
 // confirmed at, on the receive loop's calls: the start until a Kafka
 // commit while any event waits for one, the tracker's (transactions without
-// events, an idle server's WAL end) while none does.
+// events, an idle server's WAL end) while none does. The commit (the
+// session's last, at its end) writes the checkpoint of the last Postgres
+// transaction handed over.
 func TestExactlyConfirms(t *testing.T) {
+	_, m := openCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
 	track := checkpoint.New(0x100, 10, 1<<20)
-	x := newExactly(track, testConfig(), 0x100, slog.New(slog.DiscardHandler))
-	ctx := context.Background()
-
+	s := m.Session(track, 0x100)
+	if err := s.Open(ctx, fakeStream{}, 0x100, func(Writes) (Publisher, error) { return Publisher{}, nil }); err != nil {
+		t.Fatalf("open: %v", err)
+	}
 	// A transaction without events moves the slot: nothing waits.
 	track.Begin()
 	track.Commit(0x200)
-	if got := x.Confirmed(); got != 0x200 {
+	if got := s.Confirmed(); got != 0x200 {
 		t.Fatalf("after a transaction without events: %s, want 0/200", got)
 	}
 	// A transaction with an event: held back while it waits for a commit,
 	// even once the broker acknowledged it.
 	track.Begin()
-	ev := &decode.Event{CommitLSN: 0x2f0, Xid: 7}
-	if err := x.Enter(ctx); err != nil {
+	if err := s.Enter(ctx); err != nil {
 		t.Fatal(err)
 	}
-	x.Handing(ev)
+	s.Handing(&decode.Event{CommitLSN: 0x2f0, Xid: 7})
 	seq, err := track.Reserve(ctx, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := x.Confirmed(); got != 0x200 {
+	if got := s.Confirmed(); got != 0x200 {
 		t.Errorf("inside the transaction: %s, want 0/200", got)
 	}
 	track.Ack(seq)
 	track.Commit(0x300)
-	x.Leave(0x300)
-	if got := x.Confirmed(); got != 0x200 {
+	s.Leave(0x300)
+	if got := s.Confirmed(); got != 0x200 {
 		t.Errorf("acknowledged, not committed in Kafka: %s, want 0/200", got)
 	}
-	if got := x.ConfirmIdle(0x900); got != 0x200 {
+	if got := s.ConfirmIdle(0x900); got != 0x200 {
 		t.Errorf("an idle keepalive while an event waits for a commit: %s, want 0/200", got)
 	}
-	if x.closed.end != 0x300 || x.closed.commit != 0x2f0 || x.closed.xid != 7 {
-		t.Errorf("the checkpoint's transaction: %+v, want commit 0/2F0 end 0/300 xid 7", x.closed)
+	// The session's end commits: the keepalive came after everything
+	// before it was received, so its WAL end is confirmed now that the
+	// event is committed.
+	if err := s.Finish(ctx, true, true); err != nil {
+		t.Fatalf("finish: %v", err)
 	}
-	// What a commit does once the Kafka transaction committed: the
-	// keepalive came after everything before it was received, so its WAL
-	// end is confirmed now that the event is committed.
-	x.raise(x.closed.end)
-	x.uncommitted.Add(-1)
-	if got := x.Confirmed(); got != 0x900 {
+	if got := s.Confirmed(); got != 0x900 {
 		t.Errorf("committed: %s, want the keepalive's 0/900", got)
 	}
-	if got := x.ConfirmIdle(0xa00); got != 0xa00 {
+	if got := s.ConfirmIdle(0xa00); got != 0xa00 {
 		t.Errorf("an idle keepalive with nothing waiting: %s, want 0/A00", got)
+	}
+	cluster := m.env.Connect()
+	defer cluster.Close()
+	rec, found, err := cluster.ReadCheckpoint(ctx, checkpointTopic, checkpoint.Key(openSystem.ID, m.cfg.Slot))
+	if err != nil || !found {
+		t.Fatalf("read the checkpoint: found %v, %v", found, err)
+	}
+	if rec.CommitLSN != 0x2f0 || rec.EndLSN != 0x300 || rec.Xid != 7 || rec.SystemID != openSystem.ID || rec.Slot != m.cfg.Slot {
+		t.Errorf("the checkpoint: %+v, want commit 0/2F0 end 0/300 xid 7 of the session's system and slot", rec)
 	}
 }
 
