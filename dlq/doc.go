@@ -3,7 +3,9 @@
 // ones again to the topic they were meant for, once their cause is fixed.
 // Both return data (entries, a replay report) that cmd/outbox-cdc renders as
 // text or JSON. The dead-letter topic is only read, never consumed as a
-// group or trimmed: a dead letter stays there after its replay.
+// group or trimmed: a dead letter stays there after its replay. Reads and
+// replays go through the producer room (producer.Cluster's ReadTopic and
+// Publisher); what a dead letter's headers mean is decided here (Entry).
 //
 // A dead letter is published again as its event would have been: an
 // event that had a null key (--null-key=allow, or a table without a key

@@ -6,9 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/segmentio/kafka-go"
-	"github.com/segmentio/kafka-go/protocol"
-
+	"github.com/outbox-cdc/outbox-cdc/producer"
 	"github.com/outbox-cdc/outbox-cdc/sink"
 )
 
@@ -34,7 +32,7 @@ type Entry struct {
 	Conflict        string `json:"conflict,omitempty"`
 
 	key, value []byte // as read; value only while replaying
-	headers    []kafka.Header
+	headers    []producer.Header
 }
 
 // StrippedHeaders are the headers a dead letter carries to describe its
@@ -55,20 +53,13 @@ func describesFailure(key string) bool {
 	return strings.HasPrefix(key, sink.HeaderColumn)
 }
 
-// entryOf reads a record of partition p; keepValue keeps its value.
-func entryOf(p int32, r *kafka.Record, keepValue bool) (Entry, error) {
-	key, err := protocol.ReadAll(r.Key)
-	if err != nil {
-		return Entry{}, fmt.Errorf("read key at %d/%d: %w", p, r.Offset, err)
-	}
-	value, err := protocol.ReadAll(r.Value)
-	if err != nil {
-		return Entry{}, fmt.Errorf("read value at %d/%d: %w", p, r.Offset, err)
-	}
-	e := Entry{Partition: p, Offset: r.Offset, Time: r.Time, Key: string(key), NullKey: key == nil, Size: len(value), key: key,
-		headers: append([]kafka.Header(nil), r.Headers...)}
+// entryOf is the dead letter m, a message of the dead-letter topic, as its
+// headers describe it; keepValue keeps its value (for a replay).
+func entryOf(m producer.Message, keepValue bool) Entry {
+	e := Entry{Partition: m.Partition, Offset: m.Offset, Time: m.Time, Key: string(m.Key), NullKey: m.Key == nil, Size: len(m.Value),
+		key: m.Key, headers: m.Headers}
 	if keepValue {
-		e.value = value
+		e.value = m.Value
 	}
 	seen := map[string]string{}
 	for _, h := range e.headers {
@@ -109,7 +100,7 @@ func entryOf(p int32, r *kafka.Record, keepValue bool) (Entry, error) {
 			e.ID = v
 		}
 	}
-	return e, nil
+	return e
 }
 
 // unreplayable says why e cannot be replayed (to toTopic, or else to its
@@ -161,28 +152,13 @@ func (e Entry) namedPartition() (p int32, named bool, err error) {
 	return int32(v), true, nil
 }
 
-// columnPartition is a replayed message's partition, as its row named it
-// (Message.WriterData, read by byColumn).
-type columnPartition int32
-
-// byColumn places a replayed message in the partition its row named, else
-// by its key as the relay does (murmur2, as the Java client).
-type byColumn struct{ key *kafka.Murmur2Balancer }
-
-func (b byColumn) Balance(m kafka.Message, partitions ...int) int {
-	if p, ok := m.WriterData.(columnPartition); ok {
-		return int(p) // checked against the topic's count (replay.plan); if it is not there, Kafka refuses it
-	}
-	return b.key.Balance(m, partitions...)
-}
-
 // message is e as published again to topic: its key, value, timestamp and
 // headers but those describing the failure, bound for the partition its
-// row named, if any (see partitionIn).
-func (e Entry) message(topic string) kafka.Message {
-	m := kafka.Message{Topic: topic, Key: e.key, Value: e.value, Time: e.Time}
+// row named, if any (see partitionIn), else for its key's.
+func (e Entry) message(topic string) producer.Message {
+	m := producer.Message{Topic: topic, Partition: producer.ByKey, Key: e.key, Value: e.value, Time: e.Time}
 	if p, named, err := e.namedPartition(); named && err == nil {
-		m.WriterData = columnPartition(p)
+		m.Partition = p // checked against the topic's count (replay.plan); if it is not there, Kafka refuses it
 	}
 	for _, h := range e.headers {
 		if !describesFailure(h.Key) {

@@ -6,22 +6,25 @@ import (
 	"testing"
 	"time"
 
-	"github.com/segmentio/kafka-go"
-	"github.com/segmentio/kafka-go/protocol"
+	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
-func record(key, value []byte, headers ...string) *kafka.Record {
-	r := &kafka.Record{Offset: 42, Time: time.Unix(1700000000, 0)}
-	if key != nil {
-		r.Key = protocol.NewBytes(key)
-	}
-	if value != nil {
-		r.Value = protocol.NewBytes(value)
-	}
+// record is a message of the dead-letter topic's partition 3 at offset 42.
+func record(key, value []byte, headers ...string) producer.Message {
+	m := producer.Message{Topic: "dlq", Partition: 3, Offset: 42, Time: time.Unix(1700000000, 0), Key: key, Value: value}
 	for i := 0; i < len(headers); i += 2 {
-		r.Headers = append(r.Headers, kafka.Header{Key: headers[i], Value: []byte(headers[i+1])})
+		m.Headers = append(m.Headers, producer.Header{Key: headers[i], Value: []byte(headers[i+1])})
 	}
-	return r
+	return m
+}
+
+// headerKeys is the keys of m's headers, comma-separated.
+func headerKeys(m producer.Message) string {
+	var ks []string
+	for _, h := range m.Headers {
+		ks = append(ks, h.Key)
+	}
+	return strings.Join(ks, ",")
 }
 
 // TestEntryHeaders: a dead letter's headers describe it, and only those
@@ -33,10 +36,7 @@ func TestEntryHeaders(t *testing.T) {
 		"outbox_cdc.column.extra", "x", "outbox_cdc.null", "a,b", "ce_id", "e-1", "outbox_cdc.commit_lsn", "0/16B3748",
 		"traceparent", "00-abc", "outbox_cdc.truncated", "headers", "outbox_cdc.value_bytes", "7", "outbox_cdc.xid", "9",
 		"outbox_cdc.partition", "2")
-	e, err := entryOf(3, r, true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := entryOf(r, true)
 	want := Entry{Partition: 3, Offset: 42, Time: r.Time, Reason: "message_too_large", Error: "too big", Topic: "orders",
 		Table: "public.outbox", LSN: "0/16B3748", ID: "e-1", Key: "o-1", Size: 7, Truncated: "headers", ColumnPartition: "2"}
 	got := e
@@ -54,7 +54,7 @@ func TestEntryHeaders(t *testing.T) {
 	if got, want := strings.Join(kept, " "), "id=e-1 event_type=created ce_id=e-1 outbox_cdc.commit_lsn=0/16B3748 traceparent=00-abc outbox_cdc.xid=9"; got != want {
 		t.Errorf("replayed headers\n%s, want\n%s", got, want)
 	}
-	if m.Topic != "fixed" || string(m.Key) != "o-1" || string(m.Value) != `{"n":1}` || !m.Time.Equal(r.Time) || m.WriterData != columnPartition(2) {
+	if m.Topic != "fixed" || string(m.Key) != "o-1" || string(m.Value) != `{"n":1}` || !m.Time.Equal(r.Time) || m.Partition != 2 {
 		t.Errorf("replayed message %+v", m)
 	}
 	for _, h := range StrippedHeaders {
@@ -65,20 +65,17 @@ func TestEntryHeaders(t *testing.T) {
 }
 
 func TestEntryNullKeyAndValue(t *testing.T) {
-	e, err := entryOf(0, record(nil, nil, "outbox_cdc.reason", "null_column"), false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := entryOf(record(nil, nil, "outbox_cdc.reason", "null_column"), false)
 	if !e.NullKey || e.key != nil || e.Size != 0 {
 		t.Errorf("null key and value: %+v", e)
 	}
 	// An event with a null key, dead-lettered keyed by its id.
-	e, _ = entryOf(0, record([]byte("e-9"), []byte("v"), "outbox_cdc.reason", "topic_missing", "outbox_cdc.null_key", "true", "id", "e-9"), true)
-	if m := e.message("t"); !e.NullKey || e.Key != "" || m.Key != nil || headerKeys(m) != "id" {
+	e = entryOf(record([]byte("e-9"), []byte("v"), "outbox_cdc.reason", "topic_missing", "outbox_cdc.null_key", "true", "id", "e-9"), true)
+	if m := e.message("t"); !e.NullKey || e.Key != "" || m.Key != nil || headerKeys(m) != "id" || m.Partition != producer.ByKey {
 		t.Errorf("null key kept by outbox_cdc.null_key: %+v, replayed key %q, headers %s", e, m.Key, headerKeys(m))
 	}
-	e, _ = entryOf(0, record([]byte{}, []byte("v")), false)
-	if e.NullKey || e.key == nil || e.value != nil || e.Size != 1 {
+	e = entryOf(record([]byte{}, []byte("v")), false)
+	if e.NullKey || e.key == nil || e.value != nil || e.Size != 1 || e.message("t").Partition != producer.ByKey {
 		t.Errorf("empty key, value not kept: %+v", e)
 	}
 }
@@ -126,10 +123,7 @@ func TestEntryTakesTheRelaysHeaders(t *testing.T) {
 		{[]string{"outbox_cdc.topic", "orders", "outbox_cdc.value_bytes", "9000", "outbox_cdc.value_bytes", "0"}, "orders", 9000, ""},
 		{[]string{"id", "e-1", "id", "e-2", "outbox_cdc.topic", "orders"}, "orders", 2, ""},
 	} {
-		e, err := entryOf(0, record([]byte("k"), []byte("{}"), append([]string{"outbox_cdc.reason", "message_too_large"}, tt.headers...)...), false)
-		if err != nil {
-			t.Fatal(err)
-		}
+		e := entryOf(record([]byte("k"), []byte("{}"), append([]string{"outbox_cdc.reason", "message_too_large"}, tt.headers...)...), false)
 		why := e.unreplayable("")
 		if e.Topic != tt.topic || e.Size != tt.size || e.Conflict != tt.conflict || (why != "") != (tt.conflict != "") ||
 			tt.conflict != "" && !strings.Contains(why, "two values of "+tt.conflict) {

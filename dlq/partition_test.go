@@ -15,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/outbox-cdc/outbox-cdc/decode"
+	"github.com/outbox-cdc/outbox-cdc/internal/testkit"
+	"github.com/outbox-cdc/outbox-cdc/producer"
 	"github.com/outbox-cdc/outbox-cdc/sink"
 )
 
@@ -42,25 +44,17 @@ func TestPartitionIn(t *testing.T) {
 	}
 }
 
-// TestByColumn: a message bound for its row's partition goes there, any
-// other by its key, as the relay places it.
-func TestByColumn(t *testing.T) {
-	b := byColumn{key: &kafka.Murmur2Balancer{}}
-	parts := []int{0, 1, 2, 3}
-	for _, key := range []string{"a", "b", "c", "d", "e"} {
-		byKey := (&kafka.Murmur2Balancer{}).Balance(kafka.Message{Key: []byte(key)}, parts...)
-		for _, tt := range []struct {
-			e    Entry
-			want int
-		}{
-			{Entry{}, byKey},
-			{Entry{ColumnPartition: "2"}, 2},
-			{Entry{ColumnPartition: fmt.Sprint((byKey + 1) % 4)}, (byKey + 1) % 4},
-		} {
-			tt.e.key = []byte(key)
-			if got := b.Balance(tt.e.message("t"), parts...); got != tt.want {
-				t.Errorf("key %s, column %q: partition %d, want %d", key, tt.e.ColumnPartition, got, tt.want)
-			}
+// TestReplayGoesWhereTheRowSaid: a dead letter whose row named its
+// partition is published again to that partition, any other by its key
+// (producer.ByKey), as the relay places it.
+func TestReplayGoesWhereTheRowSaid(t *testing.T) {
+	for _, tt := range []struct {
+		column string
+		want   int32
+	}{{"", producer.ByKey}, {"0", 0}, {"2", 2}, {"+3", 3}} {
+		e := Entry{ColumnPartition: tt.column, key: []byte("k")}
+		if got := e.message("t").Partition; got != tt.want {
+			t.Errorf("column %q: partition %d, want %d", tt.column, got, tt.want)
 		}
 	}
 }
@@ -139,7 +133,7 @@ func TestReplayColumnPartition(t *testing.T) {
 	where := map[string]int{}
 	for _, m := range readTopic(ctx, t, brokers, "p") {
 		where[string(m.Key)] = m.Partition
-		if _, ok := headerOf(m, sink.HeaderPartition); ok {
+		if _, ok := testkit.Header(m, sink.HeaderPartition); ok {
 			t.Errorf("%s replayed with %s", m.Key, sink.HeaderPartition)
 		}
 	}

@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"sort"
+	"maps"
+	"slices"
 	"time"
 
-	"github.com/segmentio/kafka-go"
-
-	"github.com/outbox-cdc/outbox-cdc/internal/kwire"
+	"github.com/outbox-cdc/outbox-cdc/producer"
 	"github.com/outbox-cdc/outbox-cdc/sink"
 )
 
@@ -26,23 +24,21 @@ type Config struct {
 // larger record) in memory at a time.
 const fetchBytes = 4 << 20
 
-// transport's connections are guarded (kwire.Dial, which does the TLS): a
-// broker's malformed answer fails the request instead of crashing the
-// process.
-func (c Config) transport() *kafka.Transport {
-	return &kafka.Transport{Dial: kwire.Dial(nil, c.Security.TLS), SASL: c.Security.SASL, ClientID: "outbox-cdc-dlq",
-		DialTimeout: 5 * time.Second, IdleTimeout: 30 * time.Second, MetadataTTL: 6 * time.Second}
-}
-
-func (c Config) client(t *kafka.Transport) *kafka.Client {
-	return &kafka.Client{Addr: kafka.TCP(c.Brokers...), Transport: t, Timeout: 30 * time.Second}
+// connect returns a Cluster of the brokers, its requests bounded by 30 s,
+// naming itself outbox-cdc-dlq to them. Its connections are guarded
+// (internal/kwire): a broker's malformed answer fails the request instead
+// of crashing the process.
+func (c Config) connect() *producer.Cluster {
+	return producer.ConnectAs(c.Security, c.Brokers, 30*time.Second, "outbox-cdc-dlq")
 }
 
 // List returns the selected dead letters, in partition and offset order,
 // without their values. It reads the topic up to its end when called.
 func List(ctx context.Context, cfg Config, sel Selection) ([]Entry, error) {
+	cluster := cfg.connect()
+	defer cluster.Close()
 	var out []Entry
-	err := scan(ctx, cfg.client(cfg.transport()), cfg.Topic, sel, false, func(es []Entry) error {
+	err := scan(ctx, cluster, cfg.Topic, sel, false, func(es []Entry) error {
 		out = append(out, es...)
 		return nil
 	})
@@ -52,23 +48,15 @@ func List(ctx context.Context, cfg Config, sel Selection) ([]Entry, error) {
 // scan hands fn the selected dead letters of topic, a fetch at a time: each
 // partition in turn, each in offset order, up to the end offsets it found
 // when it began.
-func scan(ctx context.Context, client *kafka.Client, topic string, sel Selection, keepValues bool, fn func([]Entry) error) error {
-	firsts, err := offsets(ctx, client, topic, kafka.FirstOffset)
+func scan(ctx context.Context, cluster *producer.Cluster, topic string, sel Selection, keepValues bool, fn func([]Entry) error) error {
+	offsets, err := offsetsOf(ctx, cluster, topic)
 	if err != nil {
 		return err
 	}
-	ends, err := offsets(ctx, client, topic, kafka.LastOffset)
-	if err != nil {
-		return err
-	}
-	parts := make([]int32, 0, len(ends))
-	for p := range ends {
-		parts = append(parts, p)
-	}
-	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
+	parts := slices.Sorted(maps.Keys(offsets))
 	for p := range sel.Partitions {
-		if _, ok := ends[p]; !ok {
-			return fmt.Errorf("dead-letter topic %s has no partition %d (it has %d)", topic, p, len(ends))
+		if _, ok := offsets[p]; !ok {
+			return fmt.Errorf("dead-letter topic %s has no partition %d (it has %d)", topic, p, len(offsets))
 		}
 	}
 	for _, p := range parts {
@@ -76,11 +64,11 @@ func scan(ctx context.Context, client *kafka.Client, topic string, sel Selection
 		if !ok {
 			continue
 		}
-		stop := ends[p]
+		stop := offsets[p].End
 		if r.To >= 0 && r.To+1 < stop {
 			stop = r.To + 1
 		}
-		if err := scanPartition(ctx, client, topic, p, max(r.From, firsts[p]), stop, sel, keepValues, fn); err != nil {
+		if err := scanPartition(ctx, cluster, topic, p, max(r.From, offsets[p].First), stop, sel, keepValues, fn); err != nil {
 			return err
 		}
 	}
@@ -88,43 +76,20 @@ func scan(ctx context.Context, client *kafka.Client, topic string, sel Selection
 }
 
 // scanPartition reads partition p from offset from up to stop (exclusive).
-func scanPartition(ctx context.Context, client *kafka.Client, topic string, p int32, from, stop int64, sel Selection, keepValues bool, fn func([]Entry) error) error {
+func scanPartition(ctx context.Context, cluster *producer.Cluster, topic string, p int32, from, stop int64, sel Selection, keepValues bool, fn func([]Entry) error) error {
 	for off := from; off < stop; {
-		res, err := client.Fetch(ctx, &kafka.FetchRequest{Topic: topic, Partition: int(p), Offset: off,
-			MinBytes: 1, MaxBytes: fetchBytes, MaxWait: 500 * time.Millisecond})
-		if err == nil {
-			err = res.Error
-		}
+		msgs, next, err := cluster.ReadTopic(ctx, topic, p, off, stop, fetchBytes)
 		if err != nil {
-			return fmt.Errorf("read %s/%d at offset %d: %w", topic, p, off, err)
+			return err
+		}
+		if next <= off {
+			return nil // only offsets without records remain (compaction, transaction markers)
 		}
 		var es []Entry
-		next := off
-		for {
-			rec, err := res.Records.ReadRecord()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return fmt.Errorf("read %s/%d at offset %d: %w", topic, p, next, err)
-			}
-			if rec.Offset < off { // a batch may begin before the offset asked for
-				continue
-			}
-			if rec.Offset >= stop {
-				break
-			}
-			next = rec.Offset + 1
-			e, err := entryOf(p, rec, keepValues)
-			if err != nil {
-				return err
-			}
-			if sel.matches(e.Reason) {
+		for _, m := range msgs {
+			if e := entryOf(m, keepValues); sel.matches(e.Reason) {
 				es = append(es, e)
 			}
-		}
-		if next == off {
-			return nil // only offsets without records remain (compaction, transaction markers)
 		}
 		if err := fn(es); err != nil {
 			return err
@@ -134,40 +99,19 @@ func scanPartition(ctx context.Context, client *kafka.Client, topic string, p in
 	return nil
 }
 
-// offsets returns the first or end (at) offset of each partition of topic.
-func offsets(ctx context.Context, client *kafka.Client, topic string, at int64) (map[int32]int64, error) {
-	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+// offsetsOf returns the first and end offsets of each partition of topic.
+func offsetsOf(ctx context.Context, cluster *producer.Cluster, topic string) (map[int32]producer.Offsets, error) {
+	parts, err := cluster.Partitions(ctx, topic)
+	var te *producer.TopicError
+	switch {
+	case errors.As(err, &te):
+		return nil, fmt.Errorf("dead-letter topic %s: %w", topic, te.Err)
+	case err != nil:
+		return nil, fmt.Errorf("dead-letter topic %s: %w", topic, err)
+	}
+	offsets, err := cluster.Offsets(ctx, topic, parts)
 	if err != nil {
-		return nil, fmt.Errorf("metadata of dead-letter topic %s: %w", topic, err)
+		return nil, fmt.Errorf("dead-letter topic %s: %w", topic, err)
 	}
-	if len(md.Topics) != 1 || md.Topics[0].Error != nil {
-		var why error = errors.New("not in the broker's answer")
-		if len(md.Topics) == 1 {
-			why = md.Topics[0].Error
-		}
-		return nil, fmt.Errorf("dead-letter topic %s: %w", topic, why)
-	}
-	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
-	for _, p := range md.Topics[0].Partitions {
-		req.Topics[topic] = append(req.Topics[topic], kafka.OffsetRequest{Partition: p.ID, Timestamp: at})
-	}
-	res, err := client.ListOffsets(ctx, req)
-	if err != nil {
-		return nil, fmt.Errorf("offsets of dead-letter topic %s: %w", topic, err)
-	}
-	out := make(map[int32]int64, len(md.Topics[0].Partitions))
-	for _, p := range res.Topics[topic] {
-		if p.Error != nil {
-			return nil, fmt.Errorf("offsets of %s/%d: %w", topic, p.Partition, p.Error)
-		}
-		if at == kafka.FirstOffset {
-			out[int32(p.Partition)] = p.FirstOffset
-		} else {
-			out[int32(p.Partition)] = p.LastOffset
-		}
-	}
-	if len(out) != len(md.Topics[0].Partitions) {
-		return nil, fmt.Errorf("offsets of %s: %d partitions answered of %d", topic, len(out), len(md.Topics[0].Partitions))
-	}
-	return out, nil
+	return offsets, nil
 }

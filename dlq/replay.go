@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
-	"github.com/segmentio/kafka-go"
-
+	"github.com/outbox-cdc/outbox-cdc/producer"
 	"github.com/outbox-cdc/outbox-cdc/sink"
 )
 
@@ -62,19 +60,18 @@ const (
 // inbox) see each event once. The error is for what stopped the replay
 // (the brokers unreachable, ctx ended); the report says what it did so far.
 func Replay(ctx context.Context, cfg Config, sel Selection, opts Options) (*Report, error) {
-	tr := cfg.transport()
 	if cfg.Admission.Reserved.DeadLetter == "" {
 		cfg.Admission.Reserved.DeadLetter = cfg.Topic
 	}
+	cluster := cfg.connect()
+	defer cluster.Close()
 	rp := &replay{Report: Report{DryRun: opts.DryRun, Replayed: map[string]int{}}, opts: opts, admission: cfg.Admission,
-		client: cfg.client(tr), topics: map[string]topicState{}, failedKeys: map[string]bool{}}
+		cluster: cluster, topics: map[string]topicState{}, failedKeys: map[string]bool{}}
 	if !opts.DryRun {
-		rp.w = &kafka.Writer{Addr: kafka.TCP(cfg.Brokers...), Transport: tr, Balancer: byColumn{key: &kafka.Murmur2Balancer{}},
-			RequiredAcks: kafka.RequireAll, BatchSize: chunkRecords, BatchBytes: 1 << 30, BatchTimeout: time.Millisecond,
-			Compression: kafka.Lz4}
-		defer rp.w.Close()
+		rp.pub = cluster.NewPublisher(chunkRecords)
+		defer rp.pub.Close()
 	}
-	err := scan(ctx, rp.client, cfg.Topic, sel, true, func(es []Entry) error { return rp.entries(ctx, es) })
+	err := scan(ctx, cluster, cfg.Topic, sel, true, func(es []Entry) error { return rp.entries(ctx, es) })
 	return &rp.Report, err
 }
 
@@ -82,8 +79,8 @@ type replay struct {
 	Report
 	opts       Options
 	admission  sink.Admission
-	client     *kafka.Client
-	w          *kafka.Writer
+	cluster    *producer.Cluster
+	pub        *producer.Publisher
 	topics     map[string]topicState // as the broker answered, once per topic
 	failedKeys map[string]bool       // keys of dead letters that failed
 }
@@ -166,20 +163,20 @@ func (rp *replay) topic(ctx context.Context, topic string) (topicState, error) {
 	if st, ok := rp.topics[topic]; ok {
 		return st, nil
 	}
-	md, err := rp.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
-	if err != nil {
-		return topicState{}, fmt.Errorf("metadata of %s: %w", topic, err)
-	}
+	parts, err := rp.cluster.Partitions(ctx, topic)
+	var te *producer.TopicError
 	var st topicState
 	switch {
-	case len(md.Topics) != 1:
+	case errors.As(err, &te) && errors.Is(te.Err, producer.ErrNotInAnswer):
 		st.why = fmt.Errorf("topic %s is not in the broker's answer", topic)
-	case errors.Is(md.Topics[0].Error, kafka.UnknownTopicOrPartition):
+	case errors.As(err, &te) && errors.Is(te.Err, producer.ErrUnknownTopic):
 		st.why = fmt.Errorf("topic %s does not exist; create it (a replay creates no topic)", topic)
-	case md.Topics[0].Error != nil:
-		st.why = fmt.Errorf("topic %s: %w", topic, md.Topics[0].Error)
+	case errors.As(err, &te):
+		st.why = fmt.Errorf("topic %s: %w", topic, te.Err)
+	case err != nil:
+		return topicState{}, err
 	default:
-		st.partitions = len(md.Topics[0].Partitions)
+		st.partitions = len(parts)
 	}
 	rp.topics[topic] = st
 	return st, nil
@@ -188,11 +185,11 @@ func (rp *replay) topic(ctx context.Context, topic string) (topicState, error) {
 // send publishes a chunk; what Kafka refuses is sent again one by one, in
 // order, so that a request too large for the topic as a whole still goes.
 func (rp *replay) send(ctx context.Context, chunk []int) {
-	msgs := make([]kafka.Message, len(chunk))
+	msgs := make([]producer.Message, len(chunk))
 	for i, j := range chunk {
 		msgs[i] = rp.Outcomes[j].message(rp.Outcomes[j].To)
 	}
-	errs := writeErrors(rp.w.WriteMessages(ctx, msgs...), len(msgs))
+	errs := rp.pub.Publish(ctx, msgs)
 	for i, j := range chunk {
 		o := &rp.Outcomes[j]
 		switch {
@@ -201,27 +198,14 @@ func (rp *replay) send(ctx context.Context, chunk []int) {
 		case !o.NullKey && rp.failedKeys[o.Key]:
 			o.Action, o.Why = HeldBack, "an earlier dead letter of its key failed"
 		default:
-			if err := rp.w.WriteMessages(ctx, msgs[i]); err != nil {
-				o.Action, o.Why = Failed, writeErrors(err, 1)[0].Error()
+			if err := rp.pub.Publish(ctx, msgs[i:i+1])[0]; err != nil {
+				o.Action, o.Why = Failed, err.Error()
 			} else {
 				o.Action = Replayed
 			}
 		}
 		rp.settle(j)
 	}
-}
-
-// writeErrors is each message's error from WriteMessages' error.
-func writeErrors(err error, n int) []error {
-	var we kafka.WriteErrors
-	if errors.As(err, &we) && len(we) == n {
-		return we
-	}
-	errs := make([]error, n)
-	for i := range errs {
-		errs[i] = err
-	}
-	return errs
 }
 
 // settle counts outcome i, whose action is decided.

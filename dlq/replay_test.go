@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/outbox-cdc/outbox-cdc/decode"
+	"github.com/outbox-cdc/outbox-cdc/internal/testkit"
 	"github.com/outbox-cdc/outbox-cdc/sink"
 )
 
@@ -91,8 +92,8 @@ func TestReplay(t *testing.T) {
 		t.Fatalf("replay to --to-topic: %+v, %v", rep, err)
 	}
 	fixed := readTopic(ctx, t, brokers, "fixed")
-	if want := headerKeys(published[0]); len(fixed) != 1 || headerKeys(fixed[0]) != want {
-		t.Errorf("replayed to fixed: %d messages, headers %s; want the headers of an event published: %s", len(fixed), headerKeys(fixed[0]), want)
+	if want := messageHeaders(published[0]); len(fixed) != 1 || messageHeaders(fixed[0]) != want {
+		t.Errorf("replayed to fixed: %d messages, headers %s; want the headers of an event published: %s", len(fixed), messageHeaders(fixed[0]), want)
 	}
 	if again, err := List(ctx, cfg, Everything); err != nil || len(again) != len(all) {
 		t.Errorf("after the replays the dead-letter topic holds %d dead letters (%v), want %d", len(again), err, len(all))
@@ -164,12 +165,12 @@ func checkReplayed(t *testing.T, got, published []kafka.Message) {
 	t.Helper()
 	byKey := map[string][]string{}
 	for _, m := range got {
-		id, _ := headerOf(m, "id")
+		id, _ := testkit.Header(m, "id")
 		byKey[string(m.Key)] = append(byKey[string(m.Key)], id)
-		if want := headerKeys(published[0]); headerKeys(m) != want {
-			t.Errorf("%s: headers %s, want %s", id, headerKeys(m), want)
+		if want := messageHeaders(published[0]); messageHeaders(m) != want {
+			t.Errorf("%s: headers %s, want %s", id, messageHeaders(m), want)
 		}
-		if ce, _ := headerOf(m, "ce_id"); ce != id || !strings.Contains(string(m.Value), `"n": `+id[2:]) {
+		if ce, _ := testkit.Header(m, "ce_id"); ce != id || !strings.Contains(string(m.Value), `"n": `+id[2:]) {
 			t.Errorf("%s: ce_id %s, value %.20s", id, ce, m.Value)
 		}
 	}
@@ -188,7 +189,8 @@ func countActions(rep *Report) string {
 	return fmt.Sprint(n)
 }
 
-func headerKeys(m kafka.Message) string {
+// messageHeaders is the keys of m's headers, comma-separated.
+func messageHeaders(m kafka.Message) string {
 	var ks []string
 	for _, h := range m.Headers {
 		ks = append(ks, h.Key)
@@ -196,31 +198,17 @@ func headerKeys(m kafka.Message) string {
 	return strings.Join(ks, ",")
 }
 
-func headerOf(m kafka.Message, key string) (string, bool) {
-	for _, h := range m.Headers {
-		if h.Key == key {
-			return string(h.Value), true
-		}
-	}
-	return "", false
-}
-
-// readTopic reads every message of topic, partition after partition.
+// readTopic reads every message of topic, with a client independent of
+// the code under test (internal/testkit's).
 func readTopic(ctx context.Context, t *testing.T, brokers []string, topic string) []kafka.Message {
 	t.Helper()
-	var out []kafka.Message
-	err := scan(ctx, Config{Brokers: brokers}.client(Config{}.transport()), topic, Everything, true, func(es []Entry) error {
-		for _, e := range es {
-			m := e.message(topic)
-			m.Headers, m.Partition, m.Offset = e.headers, int(e.Partition), e.Offset
-			out = append(out, m)
-		}
-		return nil
-	})
+	transport := &kafka.Transport{} // not the default one, whose metadata may predate partitions a test added
+	defer transport.CloseIdleConnections()
+	ends, _, err := testkit.EndOffsets(ctx, &kafka.Client{Addr: kafka.TCP(brokers...), Transport: transport}, []string{topic})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return out
+	return testkit.ReadAll(ctx, t, strings.Join(brokers, ","), ends)
 }
 
 func alter(ctx context.Context, t *testing.T, brokers []string, topic, name, value string) {
@@ -279,7 +267,7 @@ func TestReplayKeepsNullKey(t *testing.T) {
 	}
 	keys := map[string]string{}
 	for _, m := range readTopic(ctx, t, brokers, "ev.order") {
-		id, _ := headerOf(m, "id")
+		id, _ := testkit.Header(m, "id")
 		keys[id] = fmt.Sprintf("%q", m.Key)
 		if m.Key == nil {
 			keys[id] = "null"

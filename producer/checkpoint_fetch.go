@@ -12,10 +12,11 @@ import (
 	fetchAPI "github.com/segmentio/kafka-go/protocol/fetch"
 )
 
-// fetch sends one read_committed fetch of partition p at offset, of at most
-// maxBytes of it, and scans the answer for want's records as it arrives
-// (see scan). kafka-go's own decoding cannot serve here: Client.Fetch drops
-// the response's aborted transactions, and the transport decodes a whole
+// fetch sends one fetch of partition p at offset, of at most maxBytes of
+// it (read_committed; read_uncommitted for a topic read, want.whole), and
+// scans the answer for want's records as it arrives (see scan). kafka-go's
+// own decoding cannot serve here: Client.Fetch drops the response's
+// aborted transactions, and the transport decodes a whole
 // response before handing it over, each batch in a 64 KiB page of its own,
 // so that a fetch of one neighbour's small transactions costs some 150
 // times its size in memory. This one goes through the client's transport
@@ -39,9 +40,13 @@ func fetch(ctx context.Context, client *kafka.Client, topic string, p int, offse
 	// The exchange runs on the transport's goroutine, and may still run
 	// after ctx ends: it writes only into what it returns, and reads a copy
 	// of want.
+	isolation := kafka.ReadCommitted
+	if want.whole {
+		isolation = kafka.ReadUncommitted
+	}
 	ex := &exchange{clientID: clientID, want: *want, Request: &fetchAPI.Request{
 		ReplicaID: -1, MaxWaitTime: int32(fetchWait / time.Millisecond), MinBytes: 1, MaxBytes: fetchResponseMaxBytes,
-		IsolationLevel: int8(kafka.ReadCommitted), SessionID: -1, SessionEpoch: -1,
+		IsolationLevel: int8(isolation), SessionID: -1, SessionEpoch: -1,
 		Topics: []fetchAPI.RequestTopic{{Topic: topic, Partitions: []fetchAPI.RequestPartition{{
 			Partition: int32(p), CurrentLeaderEpoch: -1, FetchOffset: offset, LogStartOffset: -1, PartitionMaxBytes: maxBytes,
 		}}}},
@@ -90,7 +95,7 @@ const (
 // closes a connection after an error.
 func (ex *exchange) RawExchange(rw io.ReadWriter) (protocol.Message, error) {
 	if ex.version < minFetchVersion || ex.version > maxFetchVersion {
-		return nil, fmt.Errorf("the broker offers fetch v%d; reading a checkpoint needs v%d to v%d (Kafka 0.11 or newer)",
+		return nil, fmt.Errorf("the broker offers fetch v%d; reading a topic needs v%d to v%d (Kafka 0.11 or newer)",
 			ex.version, minFetchVersion, maxFetchVersion)
 	}
 	const correlationID = 1 // one request at a time on the connection
@@ -219,6 +224,12 @@ type scanned struct {
 	next      int64  // one past the last offset of the last batch
 	last      []byte // the value of the newest committed record under the key; nil for a tombstone
 	seen      bool   // a committed record under the key was read
+
+	// A topic read's (scan.whole): the records kept, their bytes, and
+	// whether it kept all it may (next is then the first record left).
+	records []Message
+	kept    int64
+	full    bool
 }
 
 func (*scanned) ApiKey() protocol.ApiKey { return protocol.Fetch }

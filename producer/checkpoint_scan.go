@@ -15,14 +15,22 @@ import (
 )
 
 // scan reads the record batches of one fetch response, in offset order, for
-// the records of one key: it decodes each batch's header, and the records
-// of a batch only when the batch is committed data that may hold a record
-// of the window [from, end); it copies only the key's values. It keeps one
-// batch in memory at a time.
+// the records of one key (a checkpoint read) or for every record (a topic
+// read, whole: see topic_read.go): it decodes each batch's header, and the
+// records of a batch only when the batch is committed data that may hold a
+// record of the window [from, end); it copies only the records it keeps.
+// It keeps one batch in memory at a time.
 type scan struct {
 	key  []byte
 	from int64 // records before it are another window's
 	end  int64 // records at or past it are not read
+
+	// A topic read's: it keeps every record (not only key's) up to keep
+	// bytes of them (but at least one), reads at read_uncommitted, and
+	// bounds records by its limits instead of a checkpoint topic's.
+	whole  bool
+	keep   int64
+	limits limits
 
 	out     *scanned
 	aborted *abortedIndex
@@ -75,8 +83,11 @@ func (s *scan) records(w *wire, size int64) error {
 
 // batch reads one batch, b from its partition leader epoch on.
 func (s *scan) batch(base int64, b []byte) error {
+	if s.out.full { // a topic read kept all it may: the next read starts at the first record it left
+		return nil
+	}
 	if magic := b[magicAt]; magic != 2 {
-		return fmt.Errorf("record format v%d: a topic written in transactions holds v2 batches only", magic)
+		return fmt.Errorf("record format v%d: only v2 batches (Kafka 0.11 on) are read", magic)
 	}
 	if len(b) < batchHeader {
 		return fmt.Errorf("%d bytes", len(b))
@@ -110,23 +121,30 @@ func (s *scan) batch(base int64, b []byte) error {
 		r := codec.NewReader(bytes.NewReader(b[batchHeader:]))
 		defer r.Close()
 		// The CRC covers the compressed bytes only: what they inflate to
-		// is the broker's word. A batch is read no further than
-		// maxInflatedBatch, a record no longer than maxRecordBytes.
-		inflated := io.LimitReader(r, maxInflatedBatch)
+		// is the broker's word. A batch is read no further than its
+		// limit, a record no longer than its own (a checkpoint read's:
+		// maxInflatedBatch, maxRecordBytes).
+		inflated := io.LimitReader(r, s.limits.orDefault().batch)
 		if s.inflate == nil {
 			s.inflate = bufio.NewReader(inflated)
 		}
 		s.inflate.Reset(inflated)
-		bodies = &recordBodies{r: s.inflate, buf: s.record}
+		bodies = &recordBodies{r: s.inflate, buf: s.record, limit: s.limits.orDefault().record}
 		defer func() { s.record = bodies.buf }()
 	}
 	for i := range count {
-		offset, key, value, err := bodies.record(base)
+		r, err := bodies.record(base)
 		if err != nil {
 			return fmt.Errorf("record %d of %d: %w", i, count, err)
 		}
-		if offset >= s.from && offset < s.end && bytes.Equal(key, s.key) {
-			s.out.last, s.out.seen = bytes.Clone(value), true
+		switch {
+		case r.offset < s.from || r.offset >= s.end:
+		case s.whole:
+			if err := s.keepRecord(r, b); err != nil || s.out.full {
+				return err
+			}
+		case bytes.Equal(r.key, s.key):
+			s.out.last, s.out.seen = bytes.Clone(r.value), true
 		}
 	}
 	return nil
@@ -137,11 +155,11 @@ func (s *scan) batch(base int64, b []byte) error {
 func (s *scan) control(producer int64, records []byte, count int32) error {
 	bodies := &recordBodies{flat: records}
 	for i := range count {
-		_, key, _, err := bodies.record(0)
+		r, err := bodies.record(0)
 		if err != nil {
 			return fmt.Errorf("control record %d: %w", i, err)
 		}
-		if len(key) >= 4 && int16(binary.BigEndian.Uint16(key[2:4])) == controlAbort {
+		if len(r.key) >= 4 && int16(binary.BigEndian.Uint16(r.key[2:4])) == controlAbort {
 			s.aborted.end(producer)
 		}
 	}
@@ -152,8 +170,6 @@ func (s *scan) control(producer int64, records []byte, count int32) error {
 // marker's is 1), after the key's version.
 const controlAbort = 0
 
-// recordBodies yields the records of a batch: from its bytes, or from its
-// decompressed stream, one record at a time.
 // maxRecordBytes bounds one record of a compressed batch, and
 // maxInflatedBatch what one batch inflates to: a checkpoint record is a few
 // hundred bytes, and a batch at most a segment (checkpoint_topic.go) before
@@ -163,45 +179,75 @@ const (
 	maxInflatedBatch = 4 * segmentBytes
 )
 
-type recordBodies struct {
-	flat []byte
-	r    *bufio.Reader
-	buf  []byte
+// limits bound what a compressed batch may inflate to: one record, and
+// the whole batch. The zero value is a checkpoint topic's.
+type limits struct{ record, batch int64 }
+
+func (l limits) orDefault() limits {
+	if l.record <= 0 || l.batch <= 0 {
+		return limits{record: maxRecordBytes, batch: maxInflatedBatch}
+	}
+	return l
 }
 
-// record returns the next record's offset, key and value (nil when null);
-// key and value are valid until the next call.
-func (rb *recordBodies) record(base int64) (offset int64, key, value []byte, err error) {
+// recordBodies yields the records of a batch: from its bytes, or from its
+// decompressed stream, one record at a time.
+type recordBodies struct {
+	flat  []byte
+	r     *bufio.Reader
+	buf   []byte
+	limit int64 // of one record of the stream
+}
+
+// rawRecord is a record as a batch holds it: key and value nil when null,
+// headers their count and bytes, unread. Its slices are valid until the
+// next record is read.
+type rawRecord struct {
+	offset, timestampDelta int64
+	key, value, headers    []byte
+}
+
+// record returns the next record.
+func (rb *recordBodies) record(base int64) (rawRecord, error) {
 	var body []byte
 	if rb.r == nil {
 		n, k := binary.Varint(rb.flat)
 		if k <= 0 || n < 0 || n > int64(len(rb.flat)-k) {
-			return 0, nil, nil, errTruncated
+			return rawRecord{}, errTruncated
 		}
 		body, rb.flat = rb.flat[k:k+int(n)], rb.flat[k+int(n):]
 	} else {
 		n, err := binary.ReadVarint(rb.r)
 		if err != nil || n < 0 {
-			return 0, nil, nil, errors.Join(errTruncated, err)
+			return rawRecord{}, errors.Join(errTruncated, err)
 		}
-		if n > maxRecordBytes {
-			return 0, nil, nil, fmt.Errorf("a record of %d bytes, over the %d a checkpoint topic's record can be: %w", n, maxRecordBytes, errTruncated)
+		if n > rb.limit {
+			return rawRecord{}, fmt.Errorf("a record of %d bytes, over the %d a record read here may have: %w", n, rb.limit, errTruncated)
 		}
 		if int64(cap(rb.buf)) < n {
-			rb.buf = make([]byte, n)
+			// Grown as the bytes arrive: a length the stream does not
+			// hold costs nothing.
+			var grown bytes.Buffer
+			grown.Grow(int(min(n, 64<<10)))
+			_, err := io.CopyN(&grown, rb.r, n)
+			rb.buf = grown.Bytes()
+			if err != nil {
+				return rawRecord{}, errors.Join(errTruncated, err)
+			}
+		} else if _, err := io.ReadFull(rb.r, rb.buf[:n]); err != nil {
+			return rawRecord{}, errors.Join(errTruncated, err)
 		}
 		body = rb.buf[:n]
-		if _, err := io.ReadFull(rb.r, body); err != nil {
-			return 0, nil, nil, errors.Join(errTruncated, err)
-		}
 	}
 	f := fields{b: body}
-	f.skip(1)  // attributes
-	f.varint() // timestamp delta
-	offset = base + f.varint()
-	key = f.bytes()
-	value = f.bytes()
-	return offset, key, value, f.err // headers: not read
+	f.skip(1) // attributes
+	var r rawRecord
+	r.timestampDelta = f.varint()
+	r.offset = base + f.varint()
+	r.key = f.bytes()
+	r.value = f.bytes()
+	r.headers = f.b
+	return r, f.err
 }
 
 // fields reads a record's fields off its bytes; its first error sticks.

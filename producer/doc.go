@@ -21,4 +21,10 @@
 // fetch answer itself, bounded, dropping aborted transactions), and reads
 // what check judges (ReadTxnSupport, TransactionalIDACLs). The record's
 // codec is checkpoint's.
+//
+// A Cluster also reads any topic for a command (Partitions, Offsets, and
+// ReadTopic, which shares the checkpoint reads' bounded fetch and decoding)
+// and publishes messages outside a transaction (Publisher): `outbox-cdc
+// dlq` lists and replays dead letters through them, and holds no Kafka
+// client of its own. What a message's headers mean is its caller's.
 package producer
