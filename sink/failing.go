@@ -90,7 +90,7 @@ func (h *health) up() { h.outage.Succeeded() }
 // partition, so that nothing after the failed event is published ahead of
 // it (it is read again after a restart, and must land first). A message
 // dead-lettered has its fate settled, and the others go on.
-func (w *Writer) salvage(msgs []kafka.Message, partition int, perr *Error) (failed error) {
+func (w *Writer) salvage(msgs []kafka.Message, p *partition, perr *Error) (failed error) {
 	if !perr.Transient {
 		w.log.Warn("kafka refused a batch; sending its messages one by one", slog.String("topic", msgs[0].Topic),
 			slog.Int("messages", len(msgs)), slog.Any("err", perr.Err))
@@ -98,25 +98,25 @@ func (w *Writer) salvage(msgs []kafka.Message, partition int, perr *Error) (fail
 	for i := range msgs {
 		m, _ := msgs[i].WriterData.(meta)
 		if failed != nil {
-			w.done(m.token, m.reason, heldBack(msgs[i].Topic, failed))
+			p.deliver(w, fate{msgs: msgs[i : i+1], err: heldBack(msgs[i].Topic, failed)})
 			continue
 		}
 		reason, err := m.reason, error(nil)
 		if perr.Transient {
 			// Each until it is written, so that the batch's own order
 			// holds too.
-			if err = w.retry(msgs[i], partition); err == nil {
+			if err = w.retry(msgs[i], p); err == nil {
 				w.health.up()
 				w.acked(msgs[i : i+1])
 			}
 		} else {
-			reason, err = w.salvageOne(msgs[i], partition, m)
+			reason, err = w.salvageOne(msgs[i], p, m)
 		}
 		if errors.Is(err, errQueued) {
 			continue // its dead letter's acknowledgement settles it
 		}
 		failed = err
-		w.done(m.token, reason, err)
+		p.deliver(w, fate{msgs: msgs[i : i+1], err: err, reason: reason, own: true})
 	}
 	return failed
 }
@@ -124,8 +124,8 @@ func (w *Writer) salvage(msgs []kafka.Message, partition int, perr *Error) (fail
 // salvageOne sends msg alone to partition, and dead-letters it if Kafka
 // refuses it for what it is and there is a dead-letter topic. It returns
 // msg's fate.
-func (w *Writer) salvageOne(msg kafka.Message, partition int, m meta) (reason string, err error) {
-	if err = w.retry(msg, partition); err == nil {
+func (w *Writer) salvageOne(msg kafka.Message, p *partition, m meta) (reason string, err error) {
+	if err = w.retry(msg, p); err == nil {
 		w.acked([]kafka.Message{msg})
 		return m.reason, nil
 	}
@@ -140,16 +140,16 @@ func (w *Writer) salvageOne(msg kafka.Message, partition int, m meta) (reason st
 		if w.transactional() {
 			return w.queueDeadLetter(msg.Topic, dl, m, one)
 		}
-		err = w.retry(dl, -1)
+		err = w.retry(dl, nil)
 	}
 	var again *Error
 	if m.reason != "" || errors.As(err, &again) && again.Reason == ReasonMessageTooLarge {
 		// The topic's max.message.bytes is below ours: the dead letter
 		// goes without its value, a dead letter already to its batch's
 		// partition (in a transaction, routing may send it elsewhere now).
-		to := -1
+		var to *partition
 		if m.reason != "" {
-			to = partition
+			to = p
 		}
 		err = w.retry(withoutValue(dl, len(dl.Value)), to)
 	}
@@ -168,19 +168,22 @@ func heldBack(topic string, failed error) error {
 
 // retry writes msg synchronously, alone, until the write succeeds, fails
 // permanently, or the writer is abandoned. Transient failures back off with
-// jitter, capped at 5 s. A message of a salvaged batch goes to the
-// batch's partition; others (partition -1) where routing sends them now.
+// jitter. A message of a salvaged batch goes to the batch's partition (p),
+// under its sequence; others (p nil) where routing sends them now.
 // The batch's partition is not routing's after the topic grew (a drain,
 // or a transaction's old count: inTransactionCount), nor for a null key
 // (sticky).
-func (w *Writer) retry(msg kafka.Message, partition int) error {
+func (w *Writer) retry(msg kafka.Message, p *partition) error {
 	for attempt := 0; ; attempt++ {
-		id, err := partition, error(nil)
-		if id < 0 {
+		var id int
+		var err error
+		if p != nil {
+			id = p.tp.id
+		} else {
 			id, err = w.partitionOf(w.abandon, &msg)
 		}
 		if err == nil {
-			err = w.produce(msg.Topic, id, []kafka.Message{msg})
+			err = w.produce(msg.Topic, id, []kafka.Message{msg}, p)
 		}
 		if err == nil {
 			return nil
@@ -195,7 +198,7 @@ func (w *Writer) retry(msg kafka.Message, partition int) error {
 		}
 		w.health.failed(err, "produce to %s: %v", msg.Topic, err)
 		select {
-		case <-time.After(backoff.Delay(attempt, backoffMin, backoffMax)):
+		case <-time.After(backoff.Delay(attempt, w.backoffMin, w.backoffMax)):
 		case <-w.abandon.Done():
 			return &Error{Topic: perr.Topic, Err: fmt.Errorf("writer closed while retrying: %w", perr.Err)}
 		}
@@ -204,11 +207,12 @@ func (w *Writer) retry(msg kafka.Message, partition int) error {
 
 // produce sends msgs to one partition in a request of their own, acks=all,
 // outside the senders: salvage's one-by-one retries use it while their
-// partition is held busy. Sent to a partition a salvage holds, msgs carry
-// its sequence; to any other (a dead letter), no producer id, since that
-// partition's sender may have a batch out with the sequence they would
-// need (a duplicate dead letter is allowed, as at least once).
-func (w *Writer) produce(topic string, id int, msgs []kafka.Message) error {
+// partition (p) is held busy, its messages carrying its sequence. Sent to
+// any other partition (p nil: a dead letter), they carry no producer id,
+// since that partition's sender, or salvage, may have a batch out with
+// the sequence they would need (a duplicate dead letter is allowed, as at
+// least once).
+func (w *Writer) produce(topic string, id int, msgs []kafka.Message, p *partition) error {
 	if err := w.hold(); err != nil {
 		return err
 	}
@@ -216,13 +220,9 @@ func (w *Writer) produce(topic string, id int, msgs []kafka.Message) error {
 		return err
 	}
 	tp := topicPartition{topic, id}
-	p, release := w.salvaged(tp)
-	defer release()
 	h := producer.NoProducer
 	if p != nil {
-		w.mu.Lock()
-		h = w.idem.stamp(p, w.transactional())
-		w.mu.Unlock()
+		h = p.stamp(w.idem.state(w.transactional()))
 	} else if w.transactional() {
 		return &transactionError{errDeadLetterOutsideTransaction}
 	}
@@ -266,9 +266,7 @@ func (w *Writer) produce(topic string, id int, msgs []kafka.Message) error {
 		return kafka.Error(code)
 	}
 	if p != nil {
-		w.mu.Lock()
-		p.advance(h, len(msgs))
-		w.mu.Unlock()
+		p.advanced(h, len(msgs))
 	}
 	return nil
 }

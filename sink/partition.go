@@ -1,42 +1,52 @@
 package sink
 
 import (
-	"context"
+	"cmp"
 	"errors"
-	"fmt"
-	"log/slog"
-	"net"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/segmentio/kafka-go"
-	metadataAPI "github.com/segmentio/kafka-go/protocol/metadata"
 
+	"github.com/outbox-cdc/outbox-cdc/internal/backoff"
 	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
-// partition is one topic partition's queue. Its fields are guarded by the
-// writer's mu. Its batches out at once are on one connection, in sequence
-// order, and a failed batch is sent again before anything newer of its
-// partition (see settle), so a retried batch can never be overtaken by
-// later messages of its keys.
+// partition is one topic partition's queue, and the one owner of
+// everything about it: its messages waiting, its batches out and to retry,
+// its sequence, its salvage and the order of its reports. Its mu guards all
+// of it and is locked only by the methods in this file, which never call
+// Done, block on I/O or start a goroutine under it.
+//
+// Lock order: a partition's mu, then the index's mu (index.go) or a
+// sender's mu (broker.go), one at a time; never the other way round. The
+// routes' mu (routes.go) and the producer identity's (idempotence.go) are
+// taken alone. A sender copies its partitions' list and looks at each
+// under its own lock, not under the sender's.
+//
+// Its batches out at once are on one connection, in sequence order, and a
+// failed batch is sent again before anything newer of its partition (see
+// settle), so a retried batch can never be overtaken by later messages of
+// its keys.
 type partition struct {
-	tp     topicPartition
+	tp topicPartition
+
+	mu     sync.Mutex
 	leader int32           // the broker whose sender carries this partition
+	sender *sender         // that broker's sender; nil until the first event
 	buf    []kafka.Message // waiting, oldest first
 	bytes  int             // their weight against batchBytes
-	since  time.Time       // when buf's oldest message was queued, or later (see sender.dueAt)
+	since  time.Time       // when buf's oldest message was queued, or later (see dueAt)
 	// out counts its batches in requests not yet answered, all on
-	// outConn (see sender.joins).
+	// outConn (see joins).
 	out     int
 	outConn *producer.Conn
 	// retries are its failed batches, oldest first, each with its
 	// sequence: sent again one at a time, alone, before anything newer.
 	retries []batch
 	attempt int // consecutive failed attempts
-	// retryOut: a batch sent again is out; nothing joins it (sender.joins).
+	// retryOut: a batch sent again is out; nothing joins it (joins).
 	retryOut bool
 	retryAt  time.Time // the first retry not before this (backoff)
 	// relocate: the first retry failed because the leader moved; once it
@@ -52,277 +62,217 @@ type partition struct {
 	// sequence is taken when it is first sent; a retry carries the same.
 	seq *sequence
 	// salvaging: a salvage sends the busy partition's batch message by
-	// message (under oneByOne, which it and produce take before mu).
+	// message; only it sends for the partition meanwhile.
 	salvaging bool
-	oneByOne  sync.Mutex
-	// reports orders the reports of its batches (reports.go); reporting
-	// serialises them, taken before mu.
+	// reports orders the fates of its batches (reports.go); fates are
+	// those due, handed to Done by one goroutine at a time (reporting).
 	reports   reports
-	reporting sync.Mutex
+	fates     []fate
+	reporting bool
 }
 
-// enqueue routes msg to its partition and queues it there, waking the
-// partition leader's sender if it idles. It fails when the topic's
-// partitions cannot be learned (classified as for a produce).
-func (w *Writer) enqueue(ctx context.Context, msg kafka.Message) error {
+// push queues msg, whose partition's leader is leader, and returns the
+// sender to tell of it, whether a full batch waits now, and a sender
+// made meanwhile, to launch. It fails once the writer is closed: checked
+// under mu, so that a sender, which stops only once the writer is closed
+// and its partitions are empty (looked at under their mu), never leaves
+// a message behind.
+func (p *partition) push(w *Writer, msg kafka.Message, leader int32) (to *sender, full bool, fresh *sender, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if w.closed.Load() {
-		return &Error{Topic: msg.Topic, Err: errors.New("writer closed")}
+		return nil, false, nil, errClosed(msg.Topic)
 	}
-	c, id, err := w.place(ctx, &msg) // mu held on success
-	if err != nil {
-		return err
+	if p.sender == nil || leader != p.leader {
+		fresh = p.assign(w, leader, false)
 	}
-	tp := topicPartition{msg.Topic, id}
-	if w.closed.Load() {
-		// Checked again under mu: a sender stops, under mu, only once the
-		// writer is closed and its partitions are empty, so nothing queued
-		// here can be left behind by a stopped sender.
-		w.mu.Unlock()
-		return &Error{Topic: msg.Topic, Err: errors.New("writer closed")}
-	}
-	p, ok := w.parts[tp]
-	if !ok {
-		p = &partition{tp: tp, leader: -1}
-		w.parts[tp] = p
-	}
-	if leader := c.leaders[id]; leader != p.leader {
-		w.assign(p, leader)
+	if p.sender == nil {
+		return nil, false, fresh, errClosed(msg.Topic)
 	}
 	if len(p.buf) == 0 {
 		p.since = time.Now()
 	}
 	p.buf = append(p.buf, msg)
 	p.bytes += recordSize(&msg) + batchOverhead
-	if s := w.senders[p.leader]; s.idle || s.pacing && w.full(p) {
-		s.idle, s.pacing = false, false
-		s.signal()
-	}
-	w.mu.Unlock()
-	return nil
+	return p.sender, p.full(w), fresh, nil
 }
 
-// route returns the partitions and leaders to route topic's next event
-// by, with mu held. While a drain is pending (the count changed) it waits
-// until no partition of the topic holds anything, so that one key's events
-// are not split across two partitions out of order; then the new count is
-// used. It never routes by a count older than the last one seen, but in
-// the open transaction of a transactional writer (inTransactionCount);
-// named: the row names its partition, which no count moves.
-func (w *Writer) route(ctx context.Context, topic string, named bool) (topicCount, error) {
+// follow moves p to leader's sender once metadata says it leads p, and
+// returns a sender made for it, to launch.
+func (p *partition) follow(w *Writer, leader int32) (fresh *sender) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.leader == leader {
+		return nil
+	}
+	// Pending, p's old sender runs (it stops only once p is empty), so a
+	// new one may be counted in owned even if Close waits for it.
+	return p.assign(w, leader, p.pending())
+}
+
+// assign moves p to leader's sender, made if need be (fresh, to launch).
+func (p *partition) assign(w *Writer, leader int32, owned bool) (fresh *sender) {
 	for {
-		c, err := w.partitionIDs(ctx, topic)
-		if err != nil {
-			return topicCount{}, err
+		s, made := w.index.senderFor(w, leader, owned)
+		if s == nil {
+			return fresh // closed, and nothing of p's to carry
 		}
-		w.mu.Lock()
-		if cur, ok := w.routes.counts[topic]; ok {
-			c = cur // what lookups learned since
+		if made {
+			fresh = s
 		}
-		if old, held := w.inTransactionCount(topic, c); held {
-			if named {
-				return c, nil // the drain stays for the keyed rows
+		if s.add(p) {
+			if old := p.sender; old != nil && old != s {
+				old.remove(p)
 			}
-			return old, nil
+			p.sender, p.leader = s, leader
+			p.outConn = nil // its batches out stay on the old connection: none joins them
+			s.wakeUp()
+			return fresh
 		}
-		if w.routes.draining[topic] && !w.topicBusy(topic) {
-			w.routes.drained(topic)
-		}
-		draining := w.routes.draining[topic]
-		if !draining && len(c.ids) == w.routes.seen[topic] {
-			return c, nil
-		}
-		w.mu.Unlock()
-		if !draining {
-			continue // c predates a newer count that was forgotten since: ask again
-		}
-		select {
-		case <-ctx.Done():
-			return topicCount{}, fmt.Errorf("wait for %s's events queued under its old partition count: %w", topic, context.Cause(ctx))
-		case <-time.After(2 * time.Millisecond):
-		}
+		w.index.retired(s) // it stopped meanwhile
 	}
 }
 
-// place routes msg's topic (see route) and returns its partition, with mu
-// held on success. A partition named by the row and out of range is asked
-// again once, after the brokers are asked past every cache (recheck): the
-// topic may have just grown. msg waits meanwhile (its Publish does not
-// return), so nothing after it overtakes it.
-func (w *Writer) place(ctx context.Context, msg *kafka.Message) (topicCount, int, error) {
-	for fresh := false; ; fresh = true {
-		m, _ := msg.WriterData.(meta)
-		c, err := w.route(ctx, msg.Topic, m.partition != "")
-		if err != nil {
-			return topicCount{}, 0, err
-		}
-		id, err := w.routes.pick(msg, c.ids)
-		if err == nil {
-			return c, id, nil
-		}
-		w.mu.Unlock()
-		var perr *Error
-		if fresh || !errors.As(err, &perr) || perr.Reason != ReasonPartitionOutOfRange {
-			return topicCount{}, 0, err
-		}
-		if err := w.recheck(ctx, msg.Topic); err != nil { // past every cache (recheck.go)
-			return topicCount{}, 0, err
-		}
-	}
+// look is what a sender sees of itself while it looks at its partitions.
+type look struct {
+	s         *sender
+	conn      *producer.Conn // the sender's connection, nil if none
+	now       time.Time
+	rtt       time.Duration
+	inflight  int  // its requests out
+	closing   bool // the writer is closed: read before any partition is looked at
+	abandoned bool
+	idemOff   bool // batches carry no producer id
 }
 
-// assign moves p to leader's sender, starting that sender on first use.
-// Called with mu held.
-func (w *Writer) assign(p *partition, leader int32) {
-	if old, ok := w.senders[p.leader]; ok {
-		old.remove(p)
-	}
-	s, ok := w.senders[leader]
-	if !ok || s.stopped {
-		s = &sender{w: w, broker: leader, wake: make(chan struct{}, 1), out: make(chan requestOut, w.depth)}
-		w.senders[leader] = s
-		w.owned.Go(s.run)
-		w.owned.Go(s.receive)
-	}
-	p.leader = leader
-	p.outConn = nil // its batches out stay on the old connection: none joins them
-	s.parts = append(s.parts, p)
-	s.idle, s.pacing = false, false
-	s.signal()
+// sight is what a sender makes of a partition (scan).
+type sight struct {
+	v       verdict
+	full    bool
+	due     time.Time // sends: when, not full, it may go beside a request out
+	retryAt time.Time // waits: when its first retry is due
 }
 
-// partitionOf returns msg's partition in its topic: the one its row names,
-// else its key's, as the Java client would choose it (murmur2 over the
-// partition count).
-func (w *Writer) partitionOf(ctx context.Context, msg *kafka.Message) (int, error) {
-	c, err := w.partitionIDs(ctx, msg.Topic)
-	if err != nil {
-		return 0, err
+// scan returns l.s's verdict on p. What p held is queued to report
+// (report) when it drops it; its leader is asked again (relocate) when it
+// relocates.
+func (p *partition) scan(w *Writer, l *look) sight {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.sender != l.s {
+		return sight{v: idle} // moved to another sender meanwhile
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.routes.pick(msg, c.ids)
+	sg := sight{v: p.consider(w, l)}
+	switch sg.v {
+	case drops:
+		p.drop()
+	case waits:
+		sg.retryAt = p.retryAt
+	case relocates:
+		p.relocate, p.relocating = false, true
+	case sends:
+		sg.full = p.full(w)
+		sg.due = p.dueAt(w, l.rtt)
+	}
+	return sg
 }
 
-// partitionIDs returns the partitions of topic (0 to n-1) and their leaders,
-// asking the broker (and letting it auto-create the topic if configured) at
-// most once a minute per topic.
-//
-// Only the first lookup of a topic makes the caller wait; a stale entry is
-// refreshed in the background meanwhile. The lookup is not bounded by the
-// caller's context, which ends at every status deadline (20 ms): under load
-// a metadata round trip can take longer, and would never complete.
-func (w *Writer) partitionIDs(ctx context.Context, topic string) (topicCount, error) {
-	w.mu.Lock()
-	c, ok := w.routes.counts[topic]
-	ttl := w.cfg.MetadataMaxAge
-	if ttl <= 0 {
-		ttl = countTTL
+// takeFor takes p's batch for l.s's next request, if p still sends one:
+// beside a request out, only a full batch goes, or one that waited as
+// long as it would have for its answer without pipelining (dueAt): the
+// others wait and grow meanwhile (in a drain, a request taking every
+// partition's few records at each full one cost 3 times the relay's CPU
+// per event), but no longer (a backlog keeps a request out all the time).
+func (p *partition) takeFor(w *Writer, l *look) (batch, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.sender != l.s || p.consider(w, l) != sends {
+		return batch{}, false
 	}
-	refresh := ok && time.Since(c.at) >= ttl && !c.refreshing
-	if refresh {
-		c.refreshing = true
-		w.routes.counts[topic] = c
+	if l.inflight > 0 && !p.full(w) && !w.flushing.Load() && l.now.Before(p.dueAt(w, l.rtt)) {
+		return batch{}, false
 	}
-	w.mu.Unlock()
-	if refresh && !w.closed.Load() {
-		w.owned.Go(func() {
-			ctx, cancel := context.WithTimeout(w.abandon, 10*time.Second)
-			defer cancel()
-			if _, err := w.lookup(ctx, topic); err != nil {
-				w.forget(topic) // the next event asks again, and waits
-			}
-		})
-	}
-	if ok {
-		return c, nil
-	}
-	lookupCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	return w.lookup(lookupCtx, topic)
+	p.out++
+	return p.take(w), true
 }
 
-// lookup asks for topic's partitions and their leaders and caches them.
-// kafka-go's transport answers from its own metadata cache (refreshed every
-// few seconds) unless the topic is unknown and may be auto-created.
-func (w *Writer) lookup(ctx context.Context, topic string) (topicCount, error) {
-	res, err := w.client.Transport.RoundTrip(ctx, w.client.Addr, &metadataAPI.Request{
-		TopicNames: []string{topic}, AllowAutoTopicCreation: w.cfg.AutoCreateTopics && !w.cfg.CreateTopics,
-	})
-	if err != nil {
-		return topicCount{}, err
+// consider returns p's verdict for the sender looking (l).
+func (p *partition) consider(w *Writer, l *look) verdict {
+	busy := p.busy()
+	switch {
+	case !busy && (l.abandoned || p.stopped != nil) && (len(p.retries) > 0 || len(p.buf) > 0 || len(p.reports.held) > 0):
+		return drops
+	case len(p.retries) == 0 && len(p.buf) == 0:
+		if busy || len(p.reports.held) > 0 {
+			return holds
+		}
+		return idle
+	case len(p.retries) > 0 && busy:
+		return holds // the first failed batch goes again alone
+	case len(p.retries) > 0 && l.now.Before(p.retryAt):
+		return waits
+	case len(p.retries) > 0 && p.relocating:
+		return holds
+	case len(p.retries) > 0 && p.relocate:
+		return relocates
+	case busy && !p.joins(w, l):
+		return holds
 	}
-	return w.learn(ctx, topic, res.(*metadataAPI.Response))
+	return sends
 }
 
-// learn caches topic's partitions and leaders from res, a metadata answer
-// (see lookup, recheck), creating the topic if it is missing and
-// CreateTopics says so.
-func (w *Writer) learn(ctx context.Context, topic string, res *metadataAPI.Response) (topicCount, error) {
-	for _, t := range res.Topics {
-		if t.Name != topic {
-			continue
-		}
-		if kafka.Error(t.ErrorCode) == kafka.UnknownTopicOrPartition && w.cfg.CreateTopics {
-			w.mu.Lock()
-			spec, ok := w.routes.specs[topic]
-			w.mu.Unlock()
-			if !ok {
-				spec = w.cfg.TopicSpec
-			}
-			if err := createTopic(ctx, w.client, topic, spec); err != nil {
-				return topicCount{}, err
-			}
-			w.log.Info("created topic", slog.String("topic", topic), slog.String("spec", spec.String()))
-			return topicCount{}, kafka.LeaderNotAvailable // its leaders are being elected
-		}
-		if t.ErrorCode != 0 {
-			return topicCount{}, kafka.Error(t.ErrorCode)
-		}
-		if len(t.Partitions) == 0 {
-			return topicCount{}, kafka.LeaderNotAvailable
-		}
-		c := topicCount{ids: make([]int, len(t.Partitions)), leaders: make([]int32, len(t.Partitions)), at: time.Now()}
-		for i := range c.ids {
-			c.ids[i] = i
-		}
-		for _, p := range t.Partitions {
-			if p.PartitionIndex < 0 || int(p.PartitionIndex) >= len(c.leaders) {
-				return topicCount{}, kafka.LeaderNotAvailable
-			}
-			if p.LeaderID < 0 {
-				return topicCount{}, kafka.LeaderNotAvailable
-			}
-			c.leaders[p.PartitionIndex] = p.LeaderID
-		}
-		w.mu.Lock()
-		for _, b := range res.Brokers {
-			w.addrs[b.NodeID] = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
-		}
-		if n, changed := w.routes.learned(topic, c); changed {
-			w.log.Warn("the topic's partition count changed: events queued under the old count are delivered first (exactly-once: the open Kafka transaction commits first), then keys are routed by the new one",
-				slog.String("topic", topic), slog.Int("from", n), slog.Int("to", len(c.ids)))
-			w.cfg.Observer.PartitionsChanged(topic)
-		}
-		// Partitions whose leader moved follow it to its sender.
-		for id, leader := range c.leaders {
-			if p, ok := w.parts[topicPartition{topic, id}]; ok && p.leader != leader {
-				w.assign(p, leader)
-			}
-		}
-		w.mu.Unlock()
-		return c, nil
-	}
-	return topicCount{}, kafka.UnknownTopicOrPartition
+// joins reports whether p, with batches out, may send another beside them:
+// a full one, on the connection its others are on, up to the writer's
+// depth; none beside a batch sent again (retryOut), which must be written
+// before anything newer: the broker recognises a batch sent twice only
+// among the last 5 it wrote of the producer and partition. And only while
+// the broker surely knows the producer on p: a batch of its session was
+// acknowledged within pipelineAfterAck. A broker with no state for a
+// producer id on a partition (a new id, or one it expired) writes its
+// first batch whatever its sequence (KIP-360), so a batch sent beside a
+// first one the broker refused would be written ahead of it. Never once
+// idempotence is off (the broker gives no producer id any more): a batch
+// without one is written whether or not an earlier one was.
+func (p *partition) joins(w *Writer, l *look) bool {
+	return !p.salvaging && !p.retryOut && len(p.retries) == 0 && p.out < w.depth && p.outConn != nil && p.outConn == l.conn && !l.conn.Broken() &&
+		!l.idemOff && p.seq != nil && time.Since(p.seq.ackedAt) < pipelineAfterAck &&
+		len(p.buf) > 0 && (len(p.buf) >= w.cfg.BatchSize || p.bytes > w.batchBytes)
 }
 
 // busy reports whether p has a batch out, or a salvage holds it.
 func (p *partition) busy() bool { return p.out > 0 || p.salvaging }
 
+// pending reports whether p holds anything: queued, out, to retry, or
+// fates not yet reported. A topic is drained once none of its partitions
+// is pending (see route): fates are reported before a key moves on.
+func (p *partition) pending() bool {
+	return len(p.buf) > 0 || p.busy() || len(p.retries) > 0 || len(p.reports.held) > 0 || len(p.fates) > 0 || p.reporting
+}
+
+// drained reports whether p holds nothing (pending).
+func (p *partition) drained() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.pending()
+}
+
+// full reports whether p has a full batch waiting: then its sender does
+// not wait for more.
+func (p *partition) full(w *Writer) bool {
+	return len(p.retries) > 0 || len(p.buf) >= w.cfg.BatchSize || p.bytes > w.batchBytes
+}
+
+// dueAt is when p's queue, not full, may go beside a request out: once it
+// waited BatchTimeout and a round trip, as long as it would have waited
+// for the request's answer without pipelining.
+func (p *partition) dueAt(w *Writer, rtt time.Duration) time.Time {
+	return p.since.Add(w.cfg.BatchTimeout + rtt)
+}
+
 // take returns p's next batch: its first failed one again (with its
 // sequence), or up to BatchSize messages and about batchBytes from its
-// queue (stamped when the request is made). Called with mu held, after
-// p.out counts the batch.
-func (w *Writer) take(p *partition) batch {
+// queue (stamped when the request is made), once p.out counts it.
+func (p *partition) take(w *Writer) batch {
 	if len(p.retries) > 0 {
 		b := p.retries[0]
 		p.retries = slices.Delete(p.retries, 0, 1)
@@ -352,21 +302,217 @@ func (w *Writer) take(p *partition) batch {
 	return batch{p: p, msgs: msgs, h: producer.NoProducer, alone: p.out == 1, order: p.reports.next - 1}
 }
 
-// full reports whether p has a full batch waiting: then its sender does not
-// wait for more. Called with mu held.
-func (w *Writer) full(p *partition) bool {
-	return len(p.retries) > 0 || len(p.buf) >= w.cfg.BatchSize || p.bytes > w.batchBytes
+// drop queues the fates of everything p holds, in its order, once the
+// writer is abandoned or p stopped: the batches whose reports waited for
+// an earlier one's, the failed batches, then the queue.
+func (p *partition) drop() {
+	var err error = &Error{Topic: p.tp.topic, Err: errors.New("writer closed before the broker acknowledged it")}
+	if p.stopped != nil {
+		err = heldBack(p.tp.topic, p.stopped)
+	}
+	for i := range p.retries {
+		p.retries[i].fate = err
+	}
+	batches := slices.Concat(p.reports.held, p.retries)
+	slices.SortFunc(batches, func(a, b batch) int { return cmp.Compare(a.order, b.order) })
+	for _, b := range batches {
+		p.fates = append(p.fates, fate{msgs: b.msgs, err: b.fate})
+	}
+	p.fates = append(p.fates, fate{msgs: p.buf, err: err})
+	p.reports.held, p.reports.reported = nil, p.reports.next
+	p.retries, p.buf, p.bytes = nil, nil, 0
 }
 
-// batchOverhead is a record's framing in a batch, roughly, on top of its
-// key, value and headers.
-const batchOverhead = 64
+// sent records that p's batch went out on conn.
+func (p *partition) sent(conn *producer.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.outConn = conn
+}
 
-// recordSize is a record's weight against MaxMessageBytes.
-func recordSize(m *kafka.Message) int {
-	n := len(m.Key) + len(m.Value)
-	for _, h := range m.Headers {
-		n += len(h.Key) + len(h.Value)
+// reserve stamps b, p's batch, with p's sequence under st (see
+// producerState.reserve).
+func (p *partition) reserve(b *batch, st producerState) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.seq = st.reserve(b, p.seq)
+}
+
+// stamp returns the producer fields of a batch a salvage sends alone, and
+// advanced moves p's sequence past it once acknowledged.
+func (p *partition) stamp(st producerState) producer.BatchHeader {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var h producer.BatchHeader
+	h, p.seq = st.stamp(p.seq)
+	return h
+}
+
+func (p *partition) advanced(h producer.BatchHeader, n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.seq.advance(h, n)
+}
+
+// refenced moves p to the producer identity st once the broker refused
+// old for it (see refence).
+func (p *partition) refenced(old session, st producerState) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.seq = st.refenced(p.seq, old)
+}
+
+// ended settles b's leaving p's batches out (acknowledged, failed or
+// refused): p.out no longer counts it.
+func (p *partition) ended(b batch) {
+	p.out--
+	p.retryOut = p.retryOut && !b.retried
+	if p.out == 0 {
+		p.outConn = nil
 	}
-	return n
+}
+
+// settled is what settling a batch leaves a partition's sender to do once
+// it holds no lock: start a salvage, wake the sender now carrying it.
+type settled struct {
+	salvage  batch
+	salvages bool
+	to       *sender
+	attempt  int // the partition's failures in a row
+}
+
+// acknowledged settles b written: its fates are queued in order, before
+// p.out stops counting it, so that p stays pending until they are
+// reported.
+func (p *partition) acknowledged(w *Writer, b batch) settled {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.queue(p.reports.release(b))
+	if sq := p.seq; sq != nil && b.h.ProducerID == sq.id && b.h.ProducerEpoch == sq.epoch {
+		sq.ackedAt = time.Now()
+	}
+	p.ended(b)
+	if b.alone || len(p.retries) == 0 { // progress: the next retry backs off afresh (joins waits for retryOut)
+		p.attempt = 0
+	}
+	return p.afterSettle()
+}
+
+// requeue puts b, failed for perr, among p's retries, in p's order
+// whatever order the failures arrive in (a request that could not leave
+// fails before earlier ones out on a broken connection), as the Java
+// producer's insertInSequenceOrder; the retry is due after a backoff
+// grown by each failure in a row.
+func (p *partition) requeue(w *Writer, b batch, perr *Error, moved bool) settled {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ended(b) // b, first among the retries again, keeps the others waiting
+	b.err = perr
+	i, _ := slices.BinarySearchFunc(p.retries, b.order, func(r batch, order uint64) int { return cmp.Compare(r.order, order) })
+	p.retries = slices.Insert(p.retries, i, b)
+	p.retryAt = time.Now().Add(backoff.Delay(p.attempt, w.backoffMin, w.backoffMax))
+	p.relocate = p.relocate || moved
+	p.attempt++
+	st := p.afterSettle()
+	st.attempt = p.attempt
+	return st
+}
+
+// refused settles b failed in its transaction with err: its fates are
+// queued in order and p stops (nothing more is sent in a transaction that
+// cannot commit).
+func (p *partition) refused(b batch, err error) *sender {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b.fate = err
+	p.queue(p.reports.release(b))
+	p.ended(b)
+	if p.stopped == nil {
+		p.stopped = err
+	}
+	return p.sender
+}
+
+// afterSettle starts the salvage of p's first retry once nothing of p is
+// out, when the broker refused it for what it is: its messages go one by
+// one (salvage), each dead-lettered if Kafka refuses it. The partition
+// stays busy meanwhile, so none of its later messages overtakes them. The
+// broker wrote none of the sequences stamped after the refused batch
+// (each needs its predecessor written), so its own sequence goes to the
+// salvage's messages, and the later retries are stamped again after them
+// (a new generation).
+func (p *partition) afterSettle() settled {
+	st := settled{to: p.sender}
+	if p.out > 0 || p.salvaging || len(p.retries) == 0 || p.retries[0].err.Transient {
+		return st
+	}
+	b := p.retries[0]
+	p.retries = slices.Delete(p.retries, 0, 1)
+	p.seq.rewind(b)
+	p.salvaging = true
+	st.salvage, st.salvages = b, true
+	return st
+}
+
+// salvaged ends the salvage of b: p's order moves past it (its messages
+// were reported one by one), the batches held behind it are queued to
+// report, and p stops if failed (stoppedNow: for the first time).
+func (p *partition) salvaged(b batch, failed error) (to *sender, stoppedNow bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.reports.reported == b.order {
+		p.reports.reported++
+		p.queue(p.reports.flush())
+	}
+	p.salvaging = false
+	if failed != nil && p.stopped == nil {
+		p.stopped, stoppedNow = failed, true
+	}
+	return p.sender, stoppedNow
+}
+
+// relocated lets p's first retry go once its leader was asked again.
+func (p *partition) relocated() *sender {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.relocating = false
+	return p.sender
+}
+
+// queue adds the fates of batches, in order, to those p reports next.
+func (p *partition) queue(batches []batch) {
+	for _, b := range batches {
+		p.fates = append(p.fates, fate{msgs: b.msgs, err: b.fate})
+	}
+}
+
+// deliver reports f, after the fates queued before it.
+func (p *partition) deliver(w *Writer, f fate) {
+	p.mu.Lock()
+	p.fates = append(p.fates, f)
+	p.mu.Unlock()
+	p.report(w)
+}
+
+// report hands p's queued fates to Done, in order, unless another
+// goroutine is doing so: that one reports these too before it stops.
+// Done is called without p's lock.
+func (p *partition) report(w *Writer) {
+	p.mu.Lock()
+	if p.reporting {
+		p.mu.Unlock()
+		return
+	}
+	p.reporting = true
+	for len(p.fates) > 0 {
+		fates := p.fates
+		p.fates = nil
+		p.mu.Unlock()
+		for _, f := range fates {
+			w.reportFate(f)
+		}
+		p.mu.Lock()
+	}
+	p.reporting = false
+	p.mu.Unlock()
 }

@@ -48,7 +48,7 @@ func (w *Writer) transactional() bool { return w.cfg.Transaction != nil }
 // Transaction's: its partitions' sequences start at 0 under it.
 func (w *Writer) startTransactional() {
 	id, epoch := w.cfg.Transaction.Producer()
-	w.idem.asked, w.idem.current = true, session{id: id, epoch: epoch}
+	w.idem.renewed(session{id: id, epoch: epoch})
 }
 
 // enlist adds the partitions of batches that the open transaction lacks.
@@ -113,16 +113,9 @@ func (w *Writer) refusedInTransaction(err error) error {
 // partition: nothing more is sent in a transaction that cannot commit.
 func (s *sender) failInTransaction(b batch, err error) {
 	w := s.w
-	b.fate = err
-	w.report(b)
-	w.mu.Lock()
-	b.p.out--
-	b.p.retryOut = b.p.retryOut && !b.retried
-	if b.p.stopped == nil {
-		b.p.stopped = err
-	}
-	s.handOver(b.p)
-	w.mu.Unlock()
+	to := b.p.refused(b, err)
+	b.p.report(w)
+	s.handOver(to)
 	w.health.refused(err, "produce %d messages to %s/%d in a transaction: %v", len(b.msgs), b.p.tp.topic, b.p.tp.id, err)
 }
 
@@ -165,27 +158,22 @@ func (stopError) Retriable() bool { return false }
 // holds back every event behind it, so the last batches should not wait.
 func (w *Writer) Flush(on bool) {
 	w.flushing.Store(on)
-	if !on {
-		return
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, s := range w.senders {
-		s.signal()
+	if on {
+		w.index.wakeAll()
 	}
 }
 
 // inTransactionCount returns, for a transactional writer whose open
-// transaction holds events of topic while its count changed (draining),
-// the count its events were routed by, cut from c: a key's later events
-// stay in its old partition until the transaction commits. Its commit
-// markers reach the partitions one after the other, so the key's next
-// event, in a new partition of the same transaction, could be readable
-// before the earlier ones. The next transaction routes by the new count
-// (route), and is readable only after this one is. Called with mu held.
-func (w *Writer) inTransactionCount(topic string, c topicCount) (topicCount, bool) {
-	n, ok := w.routes.drainFrom[topic]
-	if !ok || !w.transactional() || !w.routes.draining[topic] || n > len(c.ids) {
+// transaction holds events of topic while its count changed (d, its
+// drain), the count its events were routed by, cut from c: a key's later
+// events stay in its old partition until the transaction commits. Its
+// commit markers reach the partitions one after the other, so the key's
+// next event, in a new partition of the same transaction, could be
+// readable before the earlier ones. The next transaction routes by the new
+// count (route), and is readable only after this one is.
+func (w *Writer) inTransactionCount(topic string, c topicCount, d drain) (topicCount, bool) {
+	n := d.from
+	if !d.fromOK || !w.transactional() || !d.on || n > len(c.ids) {
 		return topicCount{}, false
 	}
 	held := w.topicBusy(topic) // queued or out, so in this transaction
