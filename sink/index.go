@@ -30,7 +30,7 @@ func (x *index) partition(tp topicPartition) *partition {
 	if p, ok := x.parts.Load(tp); ok {
 		return p.(*partition)
 	}
-	p, _ := x.parts.LoadOrStore(tp, &partition{tp: tp, leader: -1})
+	p, _ := x.parts.LoadOrStore(tp, &partition{tp: tp, state: state{leader: -1}})
 	return p.(*partition)
 }
 
