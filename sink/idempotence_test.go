@@ -125,7 +125,8 @@ func TestLostAnswerIsNotDuplicated(t *testing.T) {
 				cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.InitProducerID}, Err: c.idsErr, Count: c.idsCount})
 			}
 			const events, keys = 400, 10
-			ctx, w, f := keyedWriter(t, cluster, "idem", events, Config{BatchSize: 20})
+			ctx, w, f := keyedWriter(t, cluster, "idem", events, Config{BatchSize: 20,
+				RetryBackoffMin: time.Millisecond, RetryBackoffMax: 20 * time.Millisecond})
 			publishKeyed(ctx, t, w, events, keys)
 			total, distinct, _ := checkKeyed(ctx, t, f, w, keys, cluster, "idem", 2)
 			if distinct != events {
