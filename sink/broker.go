@@ -58,18 +58,6 @@ type sender struct {
 	ready    []*partition
 }
 
-// A sender's states: working (looking at its partitions or sending), or
-// waiting, idle (any message wakes it) or pacing (only a full batch
-// does); poked and pokedFull are working with a message, or a full batch,
-// queued meanwhile, which it must look at before it waits.
-const (
-	working int32 = iota
-	idling
-	pacing
-	poked
-	pokedFull
-)
-
 func newSender(w *Writer, broker int32) *sender {
 	return &sender{w: w, broker: broker, wake: make(chan struct{}, 1), out: make(chan requestOut, w.depth)}
 }
@@ -79,64 +67,6 @@ type requestOut struct {
 	call    *producer.Call
 	batches []batch
 	sent    time.Time
-}
-
-func (s *sender) signal() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-}
-
-// wakeUp has the sender look at its partitions again.
-func (s *sender) wakeUp() {
-	s.state.Store(working)
-	s.signal()
-}
-
-// enqueued tells s that a message was queued to one of its partitions
-// (full: a full batch waits there now). It wakes s only when s waits for
-// it, without a lock: a sender still looking is poked, and looks again
-// before it waits (rest).
-func (s *sender) enqueued(full bool) {
-	for {
-		switch st := s.state.Load(); {
-		case st == idling || st == pacing && full:
-			if s.state.CompareAndSwap(st, working) {
-				s.signal()
-				return
-			}
-		case st == working:
-			to := poked
-			if full {
-				to = pokedFull
-			}
-			if s.state.CompareAndSwap(st, to) {
-				return
-			}
-		case st == poked && full:
-			if s.state.CompareAndSwap(st, pokedFull) {
-				return
-			}
-		default:
-			return
-		}
-	}
-}
-
-// rest has s wait as idle or pacing (to), unless a message it must look at
-// first was queued since it began to look (false).
-func (s *sender) rest(to int32) bool {
-	for {
-		st := s.state.Load()
-		if st == pokedFull || st == poked && to == idling {
-			s.state.Store(working)
-			return false
-		}
-		if s.state.CompareAndSwap(st, to) {
-			return true
-		}
-	}
 }
 
 // add makes p one of s's partitions, unless s stopped (false).
@@ -166,6 +96,18 @@ func (s *sender) members() uint64 {
 	defer s.mu.Unlock()
 	s.scratch = append(s.scratch[:0], s.parts...)
 	return s.version
+}
+
+// keep keeps s from stopping on the partitions it saw (a message is
+// queued after Close), unless it stopped (false).
+func (s *sender) keep() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return false
+	}
+	s.version++
+	return true
 }
 
 // retire stops s, unless its partitions changed since version.
@@ -216,7 +158,10 @@ type batch struct {
 	order uint64 // its place in its partition's reports (reports.go)
 	// retried: sent again (taken from the partition's retries).
 	retried bool
-	fate    error // its fate once settled, while its report waits (reports.go)
+	// solo, for a message a salvage sends alone (partition.sendAlone),
+	// gets its outcome instead of Done; nil for any other batch.
+	solo chan error
+	fate error // its fate once settled, while its report waits (reports.go)
 }
 
 // idleConn is how long a sender keeps its connection without a request:
@@ -386,12 +331,13 @@ func (s *sender) takeReady(l *look, ready []*partition) []batch {
 type verdict int
 
 const (
-	idle      verdict = iota // nothing to send, nothing out
-	holds                    // something out or waiting, nothing to send now
-	drops                    // the writer abandoned or p stopped: what it holds fails
-	waits                    // its first retry is not due before p.retryAt
-	relocates                // its first retry is due: ask where its leader is first
-	sends                    // a batch goes in the next request
+	idle       verdict = iota // nothing to send, nothing out
+	holds                     // something out or waiting, nothing to send now
+	drops                     // the writer abandoned or p stopped: what it holds fails
+	waits                     // its first retry is not due before p.retryAt
+	relocates                 // its first retry is due: ask where its leader is first
+	sends                     // a batch goes in the next request
+	dropsAlone                // the writer abandoned: a salvage's message sent alone fails
 )
 
 // pipelineAfterAck is how long after its last acknowledgement a

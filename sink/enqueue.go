@@ -4,10 +4,54 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/outbox-cdc/outbox-cdc/internal/backoff"
 )
+
+// write hands msg to the async writer, retrying while the topic's metadata
+// cannot be had. A topic still missing after MissingTopicTimeout yields an
+// *Error with ReasonTopicMissing. owned: from a goroutine of the writer's
+// own (a salvage), which may queue after Close (see partition.push).
+func (w *Writer) write(ctx context.Context, msg kafka.Message, owned bool) error {
+	if w.missing.known(msg.Topic, w.cfg.MissingTopicTimeout) {
+		return &Error{Topic: msg.Topic, Reason: ReasonTopicMissing, Err: fmt.Errorf("topic does not exist (waited %s for it earlier)", w.cfg.MissingTopicTimeout)}
+	}
+	for attempt := 0; ; attempt++ {
+		err := w.enqueue(ctx, msg, owned)
+		if err == nil {
+			w.missing.found(msg.Topic)
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("publish to %s: %w", msg.Topic, context.Cause(ctx))
+		}
+		perr := classify(err)
+		perr.Topic = msg.Topic
+		if !perr.Transient {
+			return perr
+		}
+		switch {
+		case errors.Is(err, kafka.UnknownTopicOrPartition), errors.Is(err, kafka.LeaderNotAvailable):
+			// A topic being auto-created answers this way for a moment.
+			if w.missing.lost(msg.Topic) >= w.cfg.MissingTopicTimeout {
+				return &Error{Topic: msg.Topic, Reason: ReasonTopicMissing,
+					Err: fmt.Errorf("topic does not exist after %s (create it, or let the broker auto-create topics)", w.cfg.MissingTopicTimeout)}
+			}
+			w.log.Debug("topic not ready, retrying", slog.String("topic", msg.Topic), slog.Any("err", err))
+		default:
+			w.health.unavailable(msg.Topic, err)
+		}
+		select {
+		case <-time.After(backoff.Delay(attempt, w.backoffMin, w.backoffMax)):
+		case <-ctx.Done():
+			return fmt.Errorf("publish to %s: %w", msg.Topic, context.Cause(ctx))
+		}
+	}
+}
 
 // errClosed is an event handed over once the writer is closed.
 func errClosed(topic string) error {
@@ -16,9 +60,9 @@ func errClosed(topic string) error {
 
 // enqueue routes msg to its partition and queues it there, telling the
 // partition leader's sender. It fails when the topic's partitions cannot
-// be learned (classified as for a produce).
-func (w *Writer) enqueue(ctx context.Context, msg kafka.Message) error {
-	if w.closed.Load() {
+// be learned (classified as for a produce). owned: see write.
+func (w *Writer) enqueue(ctx context.Context, msg kafka.Message, owned bool) error {
+	if w.closed.Load() && !owned {
 		return errClosed(msg.Topic)
 	}
 	for {
@@ -35,7 +79,7 @@ func (w *Writer) enqueue(ctx context.Context, msg kafka.Message) error {
 			continue
 		}
 		p := w.index.partition(topicPartition{msg.Topic, id})
-		s, full, fresh, err := p.push(w, msg, c.leaders[id])
+		s, full, fresh, err := p.push(w, msg, c.leaders[id], owned)
 		w.enqueuing.Add(-1)
 		w.launch(fresh)
 		if err != nil {

@@ -171,8 +171,7 @@ func (w *Writer) initProducerID(ctx context.Context) (session, error) {
 
 // stamp returns the producer fields of a partition's next batch, its
 // session and sequence (seq, made on first use and returned), without
-// taking the sequence (reserve takes it; salvage's requests, one at a
-// time, advance past it once acknowledged).
+// taking the sequence (reserve takes it).
 func (st producerState) stamp(seq *sequence) (producer.BatchHeader, *sequence) {
 	if st.off || !st.asked {
 		return producer.NoProducer, seq
@@ -213,15 +212,6 @@ func (st producerState) refenced(seq *sequence, old session) *sequence {
 		return &sequence{session: st.current}
 	}
 	return seq
-}
-
-// advance moves s past an acknowledged batch of n records that carried
-// h, a batch salvage sent alone with stamp.
-func (s *sequence) advance(h producer.BatchHeader, n int) {
-	if h.ProducerID < 0 || s == nil || s.id != h.ProducerID || s.epoch != h.ProducerEpoch || s.next != h.BaseSequence {
-		return
-	}
-	s.next = addSequence(s.next, n)
 }
 
 // rewind gives b's sequence, refused for what b is, to the salvage of its

@@ -179,8 +179,8 @@ func TestRefusedSequenceRenewsProducerID(t *testing.T) {
 // sent message by message, and the refused one dead-lettered. The
 // messages sent alone carry the partition's sequence and a refused one
 // does not advance it: the broker never refuses a sequence (which would
-// make the writer ask for a second producer id). Dead letters go without
-// a producer id (see produce).
+// make the writer ask for a second producer id). Dead letters go through
+// the dead-letter topic's own queue, under its partition's sequence.
 func TestSalvageKeepsSequences(t *testing.T) {
 	cluster := newCluster(t, kfake.NumBrokers(1))
 	ids := watchProducerIDs(t, cluster)

@@ -13,7 +13,6 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/outbox-cdc/outbox-cdc/decode"
-	"github.com/outbox-cdc/outbox-cdc/internal/backoff"
 	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
@@ -185,6 +184,9 @@ type meta struct {
 	// partition is the row's partition column, as text (see pick);
 	// empty: by the key.
 	partition string
+	// settled, for a salvage's dead letter (queueDeadLetter), is told
+	// its fate after Done is; nil for any other message.
+	settled chan error
 }
 
 // Transient produce failures are retried with capped, jittered backoff
@@ -316,52 +318,12 @@ func (w *Writer) Publish(ctx context.Context, ev *decode.Event, token uint64) er
 		return w.deadLetterTooLarge(ctx, ev, topic, token, fmt.Errorf("record of %d bytes exceeds --max-message-bytes %d",
 			n, w.cfg.MaxMessageBytes), len(value))
 	}
-	err = w.write(ctx, msg)
+	err = w.write(ctx, msg, false)
 	var perr *Error
 	if errors.As(err, &perr) && perr.Reason != "" {
 		return w.deadLetterEvent(ctx, ev, topic, token, perr)
 	}
 	return err
-}
-
-// write hands msg to the async writer, retrying while the topic's metadata
-// cannot be had. A topic still missing after MissingTopicTimeout yields an
-// *Error with ReasonTopicMissing.
-func (w *Writer) write(ctx context.Context, msg kafka.Message) error {
-	if w.missing.known(msg.Topic, w.cfg.MissingTopicTimeout) {
-		return &Error{Topic: msg.Topic, Reason: ReasonTopicMissing, Err: fmt.Errorf("topic does not exist (waited %s for it earlier)", w.cfg.MissingTopicTimeout)}
-	}
-	for attempt := 0; ; attempt++ {
-		err := w.enqueue(ctx, msg)
-		if err == nil {
-			w.missing.found(msg.Topic)
-			return nil
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("publish to %s: %w", msg.Topic, context.Cause(ctx))
-		}
-		perr := classify(err)
-		perr.Topic = msg.Topic
-		if !perr.Transient {
-			return perr
-		}
-		switch {
-		case errors.Is(err, kafka.UnknownTopicOrPartition), errors.Is(err, kafka.LeaderNotAvailable):
-			// A topic being auto-created answers this way for a moment.
-			if w.missing.lost(msg.Topic) >= w.cfg.MissingTopicTimeout {
-				return &Error{Topic: msg.Topic, Reason: ReasonTopicMissing,
-					Err: fmt.Errorf("topic does not exist after %s (create it, or let the broker auto-create topics)", w.cfg.MissingTopicTimeout)}
-			}
-			w.log.Debug("topic not ready, retrying", slog.String("topic", msg.Topic), slog.Any("err", err))
-		default:
-			w.health.unavailable(msg.Topic, err)
-		}
-		select {
-		case <-time.After(backoff.Delay(attempt, w.backoffMin, w.backoffMax)):
-		case <-ctx.Done():
-			return fmt.Errorf("publish to %s: %w", msg.Topic, context.Cause(ctx))
-		}
-	}
 }
 
 // DeadLettered returns how many events this writer dead-lettered.

@@ -49,17 +49,6 @@ func (w *Writer) partitionIDs(ctx context.Context, topic string) (topicCount, dr
 	return c, d, nil
 }
 
-// partitionOf returns msg's partition in its topic: the one its row names,
-// else its key's, as the Java client would choose it (murmur2 over the
-// partition count).
-func (w *Writer) partitionOf(ctx context.Context, msg *kafka.Message) (int, error) {
-	c, _, err := w.partitionIDs(ctx, msg.Topic)
-	if err != nil {
-		return 0, err
-	}
-	return w.routes.pick(msg, c.ids)
-}
-
 // lookup asks for topic's partitions and their leaders and caches them.
 // kafka-go's transport answers from its own metadata cache (refreshed every
 // few seconds) unless the topic is unknown and may be auto-created.

@@ -2,6 +2,7 @@ package sink
 
 import (
 	"cmp"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -41,14 +42,19 @@ type partition struct {
 // under mu, so that a sender, which stops only once the writer is closed
 // and its partitions are empty (looked at under their mu), never leaves
 // a message behind.
-func (p *partition) push(w *Writer, msg kafka.Message, leader int32) (to *sender, full bool, fresh *sender, err error) {
+//
+// A salvage's dead letter (owned: from a goroutine Close waits for) is
+// queued after Close too: p's sender is then kept from stopping (keep),
+// or p gets a new one.
+func (p *partition) push(w *Writer, msg kafka.Message, leader int32, owned bool) (to *sender, full bool, fresh *sender, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if w.closed.Load() {
+	closed := w.closed.Load()
+	if closed && !owned {
 		return nil, false, nil, errClosed(msg.Topic)
 	}
-	if p.sender == nil || leader != p.leader {
-		fresh = p.assign(w, leader, false)
+	if p.sender == nil || leader != p.leader || closed && !p.sender.keep() {
+		fresh = p.assign(w, leader, owned)
 	}
 	if p.sender == nil {
 		return nil, false, fresh, errClosed(msg.Topic)
@@ -130,6 +136,10 @@ func (p *partition) scan(w *Writer, l *look) sight {
 	switch sg.v {
 	case drops:
 		p.drop(p.tp.topic)
+	case dropsAlone:
+		b := p.retries[0]
+		p.retries = slices.Delete(p.retries, 0, 1)
+		b.solo <- &Error{Topic: p.tp.topic, Err: errors.New("writer closed while retrying")}
 	case waits:
 		sg.retryAt = p.retryAt
 	case relocates:
@@ -182,20 +192,38 @@ func (p *partition) reserve(b *batch, st producerState) {
 	p.seq = st.reserve(b, p.seq)
 }
 
-// stamp returns the producer fields of a batch a salvage sends alone, and
-// advanced moves p's sequence past it once acknowledged.
-func (p *partition) stamp(st producerState) producer.BatchHeader {
+// sendAlone puts msg, a message of p's salvaged batch of order, at the
+// head of p's retries, alone in a batch of its own: p's sender sends it
+// as any retry, under p's sequence, and its outcome (nil once written, or
+// why not, for good) comes on the channel returned, not to Done. It
+// returns the sender to wake.
+func (p *partition) sendAlone(msg kafka.Message, order uint64) (chan error, *sender) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var h producer.BatchHeader
-	h, p.seq = st.stamp(p.seq)
-	return h
+	b := batch{p: p, msgs: []kafka.Message{msg}, h: producer.NoProducer, order: order, solo: make(chan error, 1)}
+	p.retries = slices.Insert(p.retries, 0, b)
+	p.retryAt = time.Time{}
+	return b.solo, p.sender
 }
 
-func (p *partition) advanced(h producer.BatchHeader, n int) {
+// aloneEnded settles b, a message a salvage sent alone (sendAlone),
+// written (err nil) or refused for good: its outcome goes to the salvage.
+// Refused, the broker did not write b: its sequence goes to the next.
+func (p *partition) aloneEnded(b batch, err error) *sender {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.seq.advance(h, n)
+	if sq := p.seq; err == nil && sq != nil && b.h.ProducerID == sq.id && b.h.ProducerEpoch == sq.epoch {
+		sq.ackedAt = time.Now()
+	}
+	if err != nil {
+		p.seq.rewind(b)
+	}
+	p.ended(b)
+	if err == nil {
+		p.attempt = 0
+	}
+	b.solo <- err
+	return p.sender
 }
 
 // refenced moves p to the producer identity st once the broker refused

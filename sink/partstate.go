@@ -56,6 +56,9 @@ type state struct {
 
 // consider returns p's verdict for the sender looking (l).
 func (p *state) consider(w *Writer, l *look) verdict {
+	if p.salvaging && p.out == 0 && len(p.retries) > 0 && p.retries[0].solo != nil {
+		return p.considerAlone(l) // a message the salvage sends alone
+	}
 	busy := p.busy()
 	switch {
 	case !busy && (l.abandoned || p.stopped != nil) && (len(p.retries) > 0 || len(p.buf) > 0 || len(p.reports.held) > 0):
@@ -75,6 +78,23 @@ func (p *state) consider(w *Writer, l *look) verdict {
 		return relocates
 	case busy && !p.joins(w, l):
 		return holds
+	}
+	return sends
+}
+
+// considerAlone returns the verdict on p's first retry, a message of a
+// salvage sent alone (sendAlone): a retry like any other, but failed to
+// the salvage, not dropped, once the writer is abandoned.
+func (p *state) considerAlone(l *look) verdict {
+	switch {
+	case l.abandoned:
+		return dropsAlone
+	case l.now.Before(p.retryAt):
+		return waits
+	case p.relocating:
+		return holds
+	case p.relocate:
+		return relocates
 	}
 	return sends
 }

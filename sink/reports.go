@@ -45,6 +45,9 @@ func (w *Writer) reportFate(f fate) {
 			reason = f.reason
 		}
 		w.done(m.token, reason, f.err)
+		if m.settled != nil {
+			m.settled <- f.err
+		}
 	}
 }
 

@@ -40,6 +40,10 @@ func (s *sender) acknowledged(b batch) {
 	w := s.w
 	w.health.up()
 	w.acked(b.msgs)
+	if b.solo != nil {
+		s.handOver(b.p.aloneEnded(b, nil))
+		return
+	}
 	st := b.p.acknowledged(w, b)
 	b.p.report(w)
 	s.after(b.p, st)
@@ -65,6 +69,11 @@ func (s *sender) failed(b batch, err error) {
 	echo := !b.alone && b.h.ProducerID >= 0 && fenced(err)
 	if !echo {
 		if terr := w.refusedInTransaction(err); terr != nil { // tells the transaction: it must abort
+			if b.solo != nil {
+				s.handOver(p.aloneEnded(b, terr))
+				w.health.refused(terr, "produce to %s/%d in a transaction: %v", p.tp.topic, p.tp.id, terr)
+				return
+			}
 			s.failInTransaction(b, terr)
 			return
 		}
@@ -83,6 +92,10 @@ func (s *sender) failed(b batch, err error) {
 		}
 	}
 	abandoned := w.abandon.Err() != nil
+	if b.solo != nil && (abandoned || !perr.Transient) { // its salvage decides
+		s.handOver(p.aloneEnded(b, perr))
+		return
+	}
 	perr.Transient = perr.Transient || abandoned // dropped by next, not salvaged
 	moved := leaderMoved(err) || disconnected(err)
 	attempt := s.requeue(b, perr, moved)
@@ -118,7 +131,7 @@ func (w *Writer) followLeader(topic string) {
 // what it is (see partition.afterSettle): its messages go one by one,
 // then p goes on, or stops at the first that failed for good.
 func (w *Writer) salvageBatch(p *partition, b batch) {
-	failed := w.salvage(b.msgs, p, b.err)
+	failed := w.salvage(b)
 	to, stoppedNow := p.salvaged(b, failed)
 	p.report(w)
 	if stoppedNow {
@@ -132,8 +145,8 @@ func (w *Writer) salvageBatch(p *partition, b batch) {
 
 // leaderMoved reports whether err says a partition's leader is not where
 // the writer thinks: the broker's answer, or kafka-go's transport refusing
-// to route the request (*rawproduce.Error; salvage's requests go through
-// it): its own metadata already saw the move (or the topic or partition
+// to route a request sent through it (*rawproduce.Error): its own
+// metadata already saw the move (or the topic or partition
 // gone), which the writer's has yet to learn.
 func leaderMoved(err error) bool {
 	return errors.Is(err, kafka.NotLeaderForPartition) || errors.Is(err, kafka.LeaderNotAvailable) ||

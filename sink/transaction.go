@@ -119,39 +119,27 @@ func (s *sender) failInTransaction(b batch, err error) {
 	w.health.refused(err, "produce %d messages to %s/%d in a transaction: %v", len(b.msgs), b.p.tp.topic, b.p.tp.id, err)
 }
 
-// errQueued is salvageOne's answer for a message whose dead letter went to
-// the queue: the dead letter's acknowledgement settles it.
-var errQueued = errors.New("dead letter queued")
-
 // queueDeadLetter sends the dead letter of msg, which the broker refused
 // for what it is (one says why), through the queue of its own partition,
-// so that it joins the open transaction, like every dead letter decided
-// before sending: a salvage may send only to the partition it holds, whose
-// sequence is its own meanwhile. Its acknowledgement settles msg's event
-// (the dead letter carries its token and the reason). It returns errQueued,
-// or why the dead-letter topic cannot take it.
-func (w *Writer) queueDeadLetter(topic string, dl kafka.Message, m meta, one *Error) (string, error) {
-	dl.WriterData = meta{token: m.token, lsn: m.lsn, table: m.table, reason: one.Reason}
-	if err := w.write(w.abandon, dl); err != nil {
-		return m.reason, fmt.Errorf("dead-letter the event the broker refused (%s): %w", one.Reason, err)
+// like every dead letter decided before sending, so that it joins the
+// open transaction of a transactional writer; a salvage sends only to the
+// partition it holds. The dead letter carries msg's token and the reason:
+// its fate is msg's, told to Done by the dead letter's partition.
+// queueDeadLetter waits for it, so that the salvage goes on (or stops
+// its partition) once msg is settled, as it would for a message of its
+// own; reported is true once Done was told.
+func (w *Writer) queueDeadLetter(topic string, dl kafka.Message, m meta, one *Error) (reason string, err error, reported bool) {
+	settled := make(chan error, 1)
+	dl.WriterData = meta{token: m.token, lsn: m.lsn, table: m.table, reason: one.Reason, settled: settled}
+	if err := w.write(w.abandon, dl, true); err != nil {
+		return m.reason, fmt.Errorf("dead-letter the event the broker refused (%s): %w", one.Reason, err), false
+	}
+	if err := <-settled; err != nil {
+		return one.Reason, err, true
 	}
 	w.counted(topic, string(dl.Key), one)
-	return one.Reason, errQueued
+	return one.Reason, nil, true
 }
-
-// errDeadLetterOutsideTransaction is a dead letter that a salvage would
-// have to send outside its transaction. It stops the relay (Retriable
-// false): every new session would publish up to the event and abort again,
-// while the slot pins WAL.
-var errDeadLetterOutsideTransaction error = stopError("exactly-once: Kafka refused the event for what it is, and its dead letter cannot join the transaction from here; lower --max-message-bytes to the topics' max.message.bytes so that such events are dead-lettered before they are sent")
-
-// stopError is a failure no new session mends.
-type stopError string
-
-func (e stopError) Error() string { return string(e) }
-
-// Retriable is false: the relay stops and says why.
-func (stopError) Retriable() bool { return false }
 
 // Flush, while on, sends what is queued at once instead of pacing requests
 // BatchTimeout apart: a Kafka commit waiting for the last acknowledgements
