@@ -53,3 +53,7 @@ func (w *Writer) breakConnection(broker int32) {
 		return real(ctx, network, addr)
 	}
 }
+
+// forgetCount drops the writer's cached partition count of topic, as a
+// failed background refresh does (a pending drain stays).
+func (w *Writer) forgetCount(topic string) { w.routes.forget(topic) }
