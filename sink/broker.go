@@ -1,9 +1,9 @@
 package sink
 
 import (
-	"cmp"
-	"errors"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -38,20 +38,28 @@ type sender struct {
 	broker int32
 	wake   chan struct{}   // capacity 1
 	out    chan requestOut // requests out, oldest first, to receive; capacity: depth
+	// state is whether it waits, and what wakes it (see enqueued, rest).
+	state atomic.Int32
 
-	// Guarded by w.mu.
+	// mu guards these; it is locked only in this file.
+	mu       sync.Mutex
 	parts    []*partition
-	idle     bool          // waiting for any message: enqueue wakes it
-	pacing   bool          // waiting out BatchTimeout: a full batch wakes it
-	last     time.Time     // when its last request left
+	version  uint64        // bumped at each change of parts
 	inflight int           // requests out
 	rtt      time.Duration // the last request's round trip
 	stopped  bool
 
 	// Owned by run's goroutine.
+	last     time.Time // when its last request left
 	conn     *producer.Conn
 	unwatch  func() bool // stops closing conn once the writer is abandoned
 	lastUsed time.Time
+	scratch  []*partition // parts, as run looks at them
+	ready    []*partition
+}
+
+func newSender(w *Writer, broker int32) *sender {
+	return &sender{w: w, broker: broker, wake: make(chan struct{}, 1), out: make(chan requestOut, w.depth)}
 }
 
 // requestOut is a request on the sender's connection, awaiting its answer.
@@ -61,17 +69,80 @@ type requestOut struct {
 	sent    time.Time
 }
 
-func (s *sender) signal() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
+// add makes p one of s's partitions, unless s stopped (false).
+func (s *sender) add(p *partition) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return false
 	}
+	s.parts = append(s.parts, p)
+	s.version++
+	return true
 }
 
 func (s *sender) remove(p *partition) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if i := slices.Index(s.parts, p); i >= 0 {
 		s.parts = slices.Delete(s.parts, i, i+1)
+		s.version++
 	}
+}
+
+// members copies s's partitions into its scratch list, with their version.
+func (s *sender) members() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.scratch = append(s.scratch[:0], s.parts...)
+	return s.version
+}
+
+// keep keeps s from stopping on the partitions it saw (a message is
+// queued after Close), unless it stopped (false).
+func (s *sender) keep() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return false
+	}
+	s.version++
+	return true
+}
+
+// retire stops s, unless its partitions changed since version.
+func (s *sender) retire(version uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.version != version {
+		return false
+	}
+	s.stopped = true
+	return true
+}
+
+// outstanding returns the requests s has out and its last round trip.
+func (s *sender) outstanding() (int, time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inflight, s.rtt
+}
+
+// wentOut counts a request out, and returns how many are.
+func (s *sender) wentOut() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inflight++
+	return s.inflight
+}
+
+// answered counts a request answered after rtt.
+func (s *sender) answered(rtt time.Duration) {
+	s.mu.Lock()
+	s.inflight--
+	s.rtt = rtt
+	s.mu.Unlock()
+	s.w.index.sending(0, rtt)
 }
 
 // batch is one partition's part of a request.
@@ -87,7 +158,10 @@ type batch struct {
 	order uint64 // its place in its partition's reports (reports.go)
 	// retried: sent again (taken from the partition's retries).
 	retried bool
-	fate    error // its fate once settled, while its report waits (reports.go)
+	// solo, for a message a salvage sends alone (partition.sendAlone),
+	// gets its outcome instead of Done; nil for any other batch.
+	solo chan error
+	fate error // its fate once settled, while its report waits (reports.go)
 }
 
 // idleConn is how long a sender keeps its connection without a request:
@@ -134,215 +208,139 @@ func (s *sender) run() {
 // partition of this broker holds anything.
 func (s *sender) next() (batches []batch, wait time.Duration, stop bool) {
 	w := s.w
-	var failed []dropped // reported outside the lock
-	defer func() {
-		for _, d := range failed {
-			for _, f := range d {
-				w.reportMessages(f.msgs, f.err)
+	for {
+		s.state.Store(working)
+		// Read before the partitions are: one that is empty then takes no
+		// message after it (partition.push), so none is left behind.
+		l := s.look()
+		version := s.members()
+		ready, due, nextRetry, pending, full := s.scanAll(&l)
+		if !pending && l.closing {
+			if !s.retire(version) {
+				continue // a partition came meanwhile
 			}
+			w.index.retired(s)
+			return nil, 0, true
 		}
-	}()
-	var relocate []*partition // asked outside the lock
-	defer func() {
-		for _, p := range relocate {
-			w.owned.Go(func() { w.relocate(p) })
+		wait, to, held := s.hold(&l, len(ready) > 0, due, nextRetry, full)
+		if held {
+			if to != working && !s.rest(to) {
+				continue // a message came meanwhile
+			}
+			return nil, wait, false
 		}
-	}()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	s.idle, s.pacing = false, false
-	now := time.Now()
-	closing, abandoned := w.closed.Load(), w.abandon.Err() != nil
-	var ready []*partition
-	var nextRetry time.Time
-	pending, full := s.inflight > 0, false
-	for _, p := range s.parts {
-		v := s.consider(p, now, abandoned)
-		pending = pending || v != idle && v != drops // what is dropped is settled now
-		switch v {
+		if batches = s.takeReady(&l, ready); len(batches) == 0 {
+			continue // they changed meanwhile
+		}
+		s.last = l.now
+		return batches, 0, false
+	}
+}
+
+// look is what s knows of itself as it looks at its partitions.
+func (s *sender) look() look {
+	w := s.w
+	inflight, rtt := s.outstanding()
+	return look{s: s, conn: s.conn, now: time.Now(), rtt: rtt, inflight: inflight, closing: w.closed.Load(),
+		abandoned: w.abandon.Err() != nil, idemOff: w.idem.state(false).off}
+}
+
+// scanAll looks at each of s's partitions: those ready to send, the first
+// ready one due beside a request out (due), the first retry due (zero if
+// none), whether any holds anything, or a full batch (or one due beside a
+// request out). What a partition dropped is reported, and a partition
+// that must ask where its leader is asks.
+func (s *sender) scanAll(l *look) (ready []*partition, due, nextRetry time.Time, pending, full bool) {
+	w := s.w
+	pending = l.inflight > 0
+	ready = s.ready[:0]
+	for _, p := range s.scratch {
+		sg := p.scan(w, l)
+		pending = pending || sg.v != idle && sg.v != drops // what is dropped is settled now
+		switch sg.v {
 		case drops:
-			failed = append(failed, drop(p))
+			p.report(w)
 		case waits:
-			if nextRetry.IsZero() || p.retryAt.Before(nextRetry) {
-				nextRetry = p.retryAt
+			if nextRetry.IsZero() || sg.retryAt.Before(nextRetry) {
+				nextRetry = sg.retryAt
 			}
 		case relocates:
-			p.relocate, p.relocating = false, true
-			relocate = append(relocate, p)
+			w.owned.Go(func() { w.relocate(p) })
 		case sends:
 			ready = append(ready, p)
-			full = full || w.full(p) || s.inflight > 0 && !now.Before(s.dueAt(p))
+			full = full || sg.full || l.inflight > 0 && !l.now.Before(sg.due)
+			if due.IsZero() || sg.due.Before(due) {
+				due = sg.due
+			}
 		}
 	}
-	if !pending && closing {
-		s.stopped = true
-		delete(w.senders, s.broker)
-		return nil, 0, true
-	}
-	if d, held := s.hold(ready, nextRetry, full, now, closing); held {
-		return nil, d, false
-	}
-	batches = s.takeReady(ready, now)
-	s.last = now
-	return batches, 0, false
+	s.ready = ready
+	return ready, due, nextRetry, pending, full
 }
 
 // hold reports whether the next request waits, and how long (0: until
 // woken): nothing is ready (nextRetry, if not zero, is the first retry
 // due), the pipeline is full, or pacing (see sender) holds what is ready
-// but not full. It marks the sender idle or pacing, which decides what
-// wakes it. The pacing rule is kept apart from next's walk to read as one
-// decision; ready is read, never kept, so that next's list of them stays
-// on its stack. Called with mu held.
-func (s *sender) hold(ready []*partition, nextRetry time.Time, full bool, now time.Time, closing bool) (wait time.Duration, held bool) {
+// (due: the first of it due beside a request out) but not full. It says what wakes the sender meanwhile (to): any message
+// (idling), a full batch (pacing), or only an answer or its timer
+// (working).
+func (s *sender) hold(l *look, ready bool, due, nextRetry time.Time, full bool) (wait time.Duration, to int32, held bool) {
 	w := s.w
+	now := l.now
 	switch {
-	case len(ready) == 0 || s.inflight >= w.depth:
-		s.idle = s.inflight < w.depth
+	case !ready || l.inflight >= w.depth:
+		to = working
+		if l.inflight < w.depth {
+			to = idling
+		}
 		if !nextRetry.IsZero() {
-			return max(nextRetry.Sub(now), time.Millisecond), true
+			return max(nextRetry.Sub(now), time.Millisecond), to, true
 		}
-		return 0, true
-	case s.inflight > 0 && !full && !w.flushing.Load():
-		s.pacing = true // the answer wakes the sender, or a full batch, or the first due
-		wait = s.dueAt(ready[0]).Sub(now)
-		for _, p := range ready[1:] {
-			wait = min(wait, s.dueAt(p).Sub(now))
-		}
+		return 0, to, true
+	case l.inflight > 0 && !full && !w.flushing.Load():
+		// the answer wakes the sender, or a full batch, or the first due
+		wait = due.Sub(now)
 		if !nextRetry.IsZero() {
 			wait = min(wait, nextRetry.Sub(now))
 		}
-		return max(wait, time.Millisecond), true
-	case !full && !closing && !w.flushing.Load() && now.Sub(s.last) < w.cfg.BatchTimeout:
-		s.pacing = true
+		return max(wait, time.Millisecond), pacing, true
+	case !full && !l.closing && !w.flushing.Load() && now.Sub(s.last) < w.cfg.BatchTimeout:
 		wait = w.cfg.BatchTimeout - now.Sub(s.last)
 		if !nextRetry.IsZero() {
 			wait = min(wait, max(nextRetry.Sub(now), time.Millisecond))
 		}
-		return wait, true
+		return wait, pacing, true
 	}
-	return 0, false
+	return 0, working, false
 }
 
 // takeReady takes the batches of the request that leaves now: one of each
-// ready partition, except those that must wait beside a request out.
-// Called with mu held.
-func (s *sender) takeReady(ready []*partition, now time.Time) []batch {
-	w := s.w
+// ready partition, except those that must wait beside a request out
+// (partition.takeFor).
+func (s *sender) takeReady(l *look, ready []*partition) []batch {
 	batches := make([]batch, 0, len(ready))
 	for _, p := range ready {
-		if s.inflight > 0 && !w.full(p) && !w.flushing.Load() && now.Before(s.dueAt(p)) {
-			// Beside a request out, only full batches go, and those that
-			// waited as long as they would have for its answer without
-			// pipelining: the others wait and grow meanwhile (in a drain,
-			// a request taking every partition's few records at each full
-			// one cost 3 times the relay's CPU per event), but no longer
-			// (a backlog keeps a request out all the time).
-			continue
+		if b, ok := p.takeFor(s.w, l); ok {
+			batches = append(batches, b)
 		}
-		p.out++
-		batches = append(batches, w.take(p))
 	}
 	return batches
-}
-
-// dueAt is when p's queue, not full, may go beside a request out: once it
-// waited BatchTimeout and a round trip, as long as it would have waited
-// for the request's answer without pipelining. Called with mu held.
-func (s *sender) dueAt(p *partition) time.Time {
-	return p.since.Add(s.w.cfg.BatchTimeout + s.rtt)
 }
 
 // A verdict is what the sender's next request makes of a partition.
 type verdict int
 
 const (
-	idle      verdict = iota // nothing to send, nothing out
-	holds                    // something out or waiting, nothing to send now
-	drops                    // the writer abandoned or p stopped: what it holds fails
-	waits                    // its first retry is not due before p.retryAt
-	relocates                // its first retry is due: ask where its leader is first
-	sends                    // a batch goes in the next request
+	idle       verdict = iota // nothing to send, nothing out
+	holds                     // something out or waiting, nothing to send now
+	drops                     // the writer abandoned or p stopped: what it holds fails
+	waits                     // its first retry is not due before p.retryAt
+	relocates                 // its first retry is due: ask where its leader is first
+	sends                     // a batch goes in the next request
+	dropsAlone                // the writer abandoned: a salvage's message sent alone fails
 )
-
-// consider returns p's verdict. Called with mu held.
-func (s *sender) consider(p *partition, now time.Time, abandoned bool) verdict {
-	busy := p.busy()
-	switch {
-	case !busy && (abandoned || p.stopped != nil) && (len(p.retries) > 0 || len(p.buf) > 0 || len(p.reports.held) > 0):
-		return drops
-	case len(p.retries) == 0 && len(p.buf) == 0:
-		if busy || len(p.reports.held) > 0 {
-			return holds
-		}
-		return idle
-	case len(p.retries) > 0 && busy:
-		return holds // the first failed batch goes again alone
-	case len(p.retries) > 0 && now.Before(p.retryAt):
-		return waits
-	case len(p.retries) > 0 && p.relocating:
-		return holds
-	case len(p.retries) > 0 && p.relocate:
-		return relocates
-	case busy && !s.joins(p):
-		return holds
-	}
-	return sends
-}
-
-// joins reports whether p, with batches out, may send another beside them:
-// a full one, on the connection its others are on, up to the writer's
-// depth; none beside a batch sent again (retryOut), which must be written
-// before anything newer: the broker recognises a batch sent twice only
-// among the last 5 it wrote of the producer and partition. And only while
-// the broker surely knows the producer on p: a batch of its session was
-// acknowledged within pipelineAfterAck. A broker with no state for a producer id on a
-// partition (a new id, or one it expired) writes its first batch whatever
-// its sequence (KIP-360), so a batch sent beside a first one the broker
-// refused would be written ahead of it. Never once idempotence is off (the
-// broker gives no producer id any more): a batch without one is written
-// whether or not an earlier one was. Called with mu held.
-func (s *sender) joins(p *partition) bool {
-	w := s.w
-	return !p.salvaging && !p.retryOut && len(p.retries) == 0 && p.out < w.depth && p.outConn != nil && p.outConn == s.conn && !s.conn.Broken() &&
-		!w.idem.off && p.seq != nil && time.Since(p.seq.ackedAt) < pipelineAfterAck &&
-		len(p.buf) > 0 && (len(p.buf) >= w.cfg.BatchSize || p.bytes > w.batchBytes)
-}
 
 // pipelineAfterAck is how long after its last acknowledgement a
 // partition's producer state is trusted to be on the broker: far below
 // the broker's producer.id.expiration.ms (a day by default).
 const pipelineAfterAck = time.Minute
-
-// dropped is what a partition held, in its order: the batches whose
-// reports waited for an earlier one's, the failed batches, then the
-// queue, each with its fate.
-type dropped []fate
-
-// fate is messages' fate, to report.
-type fate struct {
-	msgs []kafka.Message
-	err  error
-}
-
-// drop takes everything p holds, once the writer is abandoned or p stopped.
-// Called with mu held.
-func drop(p *partition) dropped {
-	var err error = &Error{Topic: p.tp.topic, Err: errors.New("writer closed before the broker acknowledged it")}
-	if p.stopped != nil {
-		err = heldBack(p.tp.topic, p.stopped)
-	}
-	for i := range p.retries {
-		p.retries[i].fate = err
-	}
-	batches := slices.Concat(p.reports.held, p.retries)
-	slices.SortFunc(batches, func(a, b batch) int { return cmp.Compare(a.order, b.order) })
-	d := make(dropped, 0, len(batches)+1)
-	for _, b := range batches {
-		d = append(d, fate{msgs: b.msgs, err: b.fate})
-	}
-	d = append(d, fate{msgs: p.buf, err: err})
-	p.reports.held, p.reports.reported = nil, p.reports.next
-	p.retries, p.buf, p.bytes = nil, nil, 0
-	return d
-}

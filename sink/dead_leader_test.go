@@ -47,7 +47,7 @@ func TestLeaderDiesWhileCached(t *testing.T) {
 	// The partition count's cache outlives the test's deadline: only a
 	// lookup after the failure can find the new leader.
 	w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 50, BatchTimeout: time.Millisecond,
-		MetadataMaxAge: time.Hour, MissingTopicTimeout: 10 * time.Second}, f.done)
+		RetryBackoffMin: time.Millisecond, RetryBackoffMax: 20 * time.Millisecond, MetadataMaxAge: time.Hour, MissingTopicTimeout: 10 * time.Second}, f.done)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	publish := func(i int) {

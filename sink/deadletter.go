@@ -187,7 +187,7 @@ func (w *Writer) sendDeadLetter(ctx context.Context, msg kafka.Message, token ui
 	msg = w.letters.fit(msg)
 	msg.Topic = w.letters.topic
 	msg.WriterData = meta{token: token, lsn: lsn, table: table, reason: reason}
-	if err := w.write(ctx, msg); err != nil {
+	if err := w.write(ctx, msg, false); err != nil {
 		var perr *Error
 		if errors.As(err, &perr) && perr.Reason != "" {
 			return &Error{Topic: msg.Topic, Err: fmt.Errorf("dead-letter topic refused the row %s (%s: %s): %w", id, reason, detail, perr.Err)}

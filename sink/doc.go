@@ -15,4 +15,11 @@
 // blip (failing.go), and the senders with their partitions' queues and
 // sequences send (broker.go, partition.go, idempotence.go), in Kafka
 // transactions for exactly-once (transaction.go).
+//
+// Each lock is locked only in the file that declares it: a partition's
+// (partition.go) guards all of its state, a sender's (broker.go) its list
+// of partitions and requests out, the index's (index.go) the senders and
+// brokers, the routes' (routes.go) the topics' counts and drains, the
+// producer identity's (idempotence.go) its id. The only nesting is a
+// partition's lock, then the index's or a sender's; see partition.
 package sink

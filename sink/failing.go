@@ -1,20 +1,14 @@
 package sink
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/segmentio/kafka-go"
-	"github.com/segmentio/kafka-go/protocol"
-	produceAPI "github.com/segmentio/kafka-go/protocol/produce"
-	"github.com/segmentio/kafka-go/protocol/rawproduce"
 
-	"github.com/outbox-cdc/outbox-cdc/internal/backoff"
 	"github.com/outbox-cdc/outbox-cdc/internal/outage"
-	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
 // health tracks whether produce requests are failing, through an outage
@@ -77,198 +71,78 @@ func (w *Writer) Failing(d time.Duration) (since time.Time, request, last string
 // up is called on each success: the outage, if any, is over.
 func (h *health) up() { h.outage.Succeeded() }
 
-// salvage settles a batch that kafka-go gave up on. It runs while the
-// batch's partition is held busy, so the partition's later batches wait: no
-// key's events overtake each other. A transient failure is retried with
-// backoff until it succeeds or the writer is abandoned. A permanent one is
-// retried message by message, and a message Kafka refuses for what it is
-// (too large, an invalid record or topic) is dead-lettered, or fails the
-// stream without a dead-letter topic.
+// salvage settles a batch the broker refused for what it is. It runs
+// while the batch's partition is held busy (salvaging), so the
+// partition's later batches wait: no key's events overtake each other.
+// Its messages go one by one, each in a batch of its own at the head of
+// the partition's retries, sent by the partition's sender as any retry
+// (sendAlone): a transient failure is retried with backoff until it
+// succeeds or the writer is abandoned, and a message Kafka refuses for
+// what it is (too large, an invalid record or topic) is dead-lettered, or
+// fails the stream without a dead-letter topic.
 //
 // Once a message fails for good, the messages after it are not sent but
 // reported failed, and salvage returns its error: the caller stops the
 // partition, so that nothing after the failed event is published ahead of
 // it (it is read again after a restart, and must land first). A message
 // dead-lettered has its fate settled, and the others go on.
-func (w *Writer) salvage(msgs []kafka.Message, partition int, perr *Error) (failed error) {
-	if !perr.Transient {
-		w.log.Warn("kafka refused a batch; sending its messages one by one", slog.String("topic", msgs[0].Topic),
-			slog.Int("messages", len(msgs)), slog.Any("err", perr.Err))
-	}
+func (w *Writer) salvage(b batch) (failed error) {
+	p, msgs := b.p, b.msgs
+	w.log.Warn("kafka refused a batch; sending its messages one by one", slog.String("topic", p.tp.topic),
+		slog.Int("messages", len(msgs)), slog.Any("err", b.err.Err))
 	for i := range msgs {
-		m, _ := msgs[i].WriterData.(meta)
 		if failed != nil {
-			w.done(m.token, m.reason, heldBack(msgs[i].Topic, failed))
+			p.deliver(w, fate{msgs: msgs[i : i+1], err: heldBack(msgs[i].Topic, failed)})
 			continue
 		}
-		reason, err := m.reason, error(nil)
-		if perr.Transient {
-			// Each until it is written, so that the batch's own order
-			// holds too.
-			if err = w.retry(msgs[i], partition); err == nil {
-				w.health.up()
-				w.acked(msgs[i : i+1])
-			}
-		} else {
-			reason, err = w.salvageOne(msgs[i], partition, m)
-		}
-		if errors.Is(err, errQueued) {
-			continue // its dead letter's acknowledgement settles it
-		}
+		reason, err, reported := w.salvageOne(msgs[i], b)
 		failed = err
-		w.done(m.token, reason, err)
+		if !reported {
+			p.deliver(w, fate{msgs: msgs[i : i+1], err: err, reason: reason, own: true})
+		}
 	}
 	return failed
 }
 
-// salvageOne sends msg alone to partition, and dead-letters it if Kafka
-// refuses it for what it is and there is a dead-letter topic. It returns
-// msg's fate.
-func (w *Writer) salvageOne(msg kafka.Message, partition int, m meta) (reason string, err error) {
-	if err = w.retry(msg, partition); err == nil {
-		w.acked([]kafka.Message{msg})
-		return m.reason, nil
+// sendAlone sends msg, a message of b, b's partition's salvaged batch, in
+// a batch of its own through the partition's sender (partition.sendAlone),
+// and returns its outcome.
+func (w *Writer) sendAlone(msg kafka.Message, b batch) error {
+	done, s := b.p.sendAlone(msg, b.order)
+	if s != nil {
+		s.signal()
+	}
+	return <-done
+}
+
+// salvageOne sends msg of b alone, and dead-letters it if Kafka refuses
+// it for what it is and there is a dead-letter topic. It returns msg's
+// fate; reported: Done was told it already (by its dead letter's).
+func (w *Writer) salvageOne(msg kafka.Message, b batch) (reason string, err error, reported bool) {
+	m, _ := msg.WriterData.(meta)
+	if err = w.sendAlone(msg, b); err == nil {
+		return m.reason, nil, false
 	}
 	var one *Error
 	if !errors.As(err, &one) || one.Reason == "" || w.cfg.DeadLetterTopic == "" {
-		return m.reason, err
+		return m.reason, err, false
 	}
-	dl := msg // a dead letter already
-	if m.reason == "" {
-		dl = w.letters.fit(deadLetterOfMessage(&msg, one, m.table, m.lsn))
-		dl.Topic = w.cfg.DeadLetterTopic
-		if w.transactional() {
-			return w.queueDeadLetter(msg.Topic, dl, m, one)
+	if m.reason != "" {
+		// A dead letter already: its topic's max.message.bytes is below
+		// ours. It goes again without its value, to its own partition.
+		if err = w.sendAlone(withoutValue(msg, len(msg.Value)), b); err != nil {
+			return m.reason, err, false
 		}
-		err = w.retry(dl, -1)
+		w.counted(msg.Topic, string(msg.Key), one)
+		return one.Reason, nil, false
 	}
-	var again *Error
-	if m.reason != "" || errors.As(err, &again) && again.Reason == ReasonMessageTooLarge {
-		// The topic's max.message.bytes is below ours: the dead letter
-		// goes without its value, a dead letter already to its batch's
-		// partition (in a transaction, routing may send it elsewhere now).
-		to := -1
-		if m.reason != "" {
-			to = partition
-		}
-		err = w.retry(withoutValue(dl, len(dl.Value)), to)
-	}
-	if err != nil {
-		return m.reason, err
-	}
-	w.counted(msg.Topic, string(msg.Key), one)
-	return one.Reason, nil
+	dl := w.letters.fit(deadLetterOfMessage(&msg, one, m.table, m.lsn))
+	dl.Topic = w.cfg.DeadLetterTopic
+	return w.queueDeadLetter(msg.Topic, dl, m, one)
 }
 
 // heldBack is the fate of an event not sent because an earlier one of its
 // partition failed for good.
 func heldBack(topic string, failed error) error {
 	return &Error{Topic: topic, Err: fmt.Errorf("not sent: an earlier event of its partition failed (%w)", failed)}
-}
-
-// retry writes msg synchronously, alone, until the write succeeds, fails
-// permanently, or the writer is abandoned. Transient failures back off with
-// jitter, capped at 5 s. A message of a salvaged batch goes to the
-// batch's partition; others (partition -1) where routing sends them now.
-// The batch's partition is not routing's after the topic grew (a drain,
-// or a transaction's old count: inTransactionCount), nor for a null key
-// (sticky).
-func (w *Writer) retry(msg kafka.Message, partition int) error {
-	for attempt := 0; ; attempt++ {
-		id, err := partition, error(nil)
-		if id < 0 {
-			id, err = w.partitionOf(w.abandon, &msg)
-		}
-		if err == nil {
-			err = w.produce(msg.Topic, id, []kafka.Message{msg})
-		}
-		if err == nil {
-			return nil
-		}
-		if terr := w.refusedInTransaction(err); terr != nil {
-			return terr
-		}
-		perr := classify(err)
-		perr.Topic = msg.Topic
-		if !perr.Transient || w.abandon.Err() != nil {
-			return perr
-		}
-		w.health.failed(err, "produce to %s: %v", msg.Topic, err)
-		select {
-		case <-time.After(backoff.Delay(attempt, backoffMin, backoffMax)):
-		case <-w.abandon.Done():
-			return &Error{Topic: perr.Topic, Err: fmt.Errorf("writer closed while retrying: %w", perr.Err)}
-		}
-	}
-}
-
-// produce sends msgs to one partition in a request of their own, acks=all,
-// outside the senders: salvage's one-by-one retries use it while their
-// partition is held busy. Sent to a partition a salvage holds, msgs carry
-// its sequence; to any other (a dead letter), no producer id, since that
-// partition's sender may have a batch out with the sequence they would
-// need (a duplicate dead letter is allowed, as at least once).
-func (w *Writer) produce(topic string, id int, msgs []kafka.Message) error {
-	if err := w.hold(); err != nil {
-		return err
-	}
-	if err := w.ensureSession(); err != nil {
-		return err
-	}
-	tp := topicPartition{topic, id}
-	p, release := w.salvaged(tp)
-	defer release()
-	h := producer.NoProducer
-	if p != nil {
-		w.mu.Lock()
-		h = w.idem.stamp(p, w.transactional())
-		w.mu.Unlock()
-	} else if w.transactional() {
-		return &transactionError{errDeadLetterOutsideTransaction}
-	}
-	if err := w.enlist([]batch{{p: p}}); err != nil {
-		return err
-	}
-	rs, err := w.encode(h, msgs)
-	if err != nil {
-		return &Error{Topic: topic, Err: err}
-	}
-	ctx, cancel := context.WithTimeout(w.abandon, produceTimeout+5*time.Second)
-	defer cancel()
-	req := &rawproduce.Request{
-		Acks: int16(kafka.RequireAll), Timeout: int32(produceTimeout / time.Millisecond),
-		Topics: []rawproduce.RequestTopic{{Topic: topic, Partitions: []rawproduce.RequestPartition{{Partition: int32(id), RecordSet: rs}}}},
-	}
-	if w.transactional() {
-		req.TransactionalID = w.cfg.Transaction.TransactionalID()
-	}
-	res, err := w.client.Transport.RoundTrip(ctx, w.client.Addr, req)
-	w.cfg.Observer.Request(1, len(msgs))
-	if err != nil {
-		return err
-	}
-	code, ok := answers(res.(*produceAPI.Response))[tp]
-	var refused error
-	if code != 0 {
-		refused = w.refusedInTransaction(kafka.Error(code))
-	}
-	switch {
-	case !ok:
-		return fmt.Errorf("no answer for %s/%d: %w", topic, id, protocol.ErrNoPartition)
-	case refused != nil:
-		return refused
-	case code != 0 && p != nil && h.ProducerID >= 0 && fenced(kafka.Error(code)):
-		if err := w.refence(p, h, kafka.Error(code)); err != nil {
-			return err
-		}
-		return &Error{Topic: topic, Err: kafka.Error(code), Transient: true} // sent again under its new sequence
-	case code != 0:
-		return kafka.Error(code)
-	}
-	if p != nil {
-		w.mu.Lock()
-		p.advance(h, len(msgs))
-		w.mu.Unlock()
-	}
-	return nil
 }

@@ -39,28 +39,59 @@ type session struct {
 	epoch int16
 }
 
-// sequence is one partition's place in a session. Guarded by w.mu.
+// sequence is one partition's place in a session: part of the
+// partition's state, guarded by its lock (partition.go), which calls the
+// methods below.
 type sequence struct {
 	session
 	next int32 // the base sequence of the partition's next batch
 	// gen counts the times the sequences stamped after next became void
-	// (a batch refused for what it is, see salvageHead): a retry stamped
+	// (a batch refused for what it is, see afterSettle): a retry stamped
 	// in an older generation is stamped again.
 	gen uint32
 	// ackedAt is when a batch of this session was last acknowledged: the
 	// broker then keeps the producer's state for the partition (see
-	// sender.joins).
+	// partition.joins).
 	ackedAt time.Time
 }
 
-// idempotence is the writer's producer identity.
+// idempotence is the writer's producer identity. Its locks are locked
+// only here.
 type idempotence struct {
 	renew sync.Mutex // one InitProducerID at a time
 
-	// Guarded by w.mu.
+	mu      sync.Mutex
 	asked   bool    // InitProducerID answered, or refused for good
 	off     bool    // refused: batches carry no producer id
 	current session // the id new partitions (and fenced ones) use
+}
+
+// producerState is the producer identity as one look saw it, and
+// whether batches are transactional.
+type producerState struct {
+	asked, off, transactional bool
+	current                   session
+}
+
+// state returns the producer identity now.
+func (id *idempotence) state(transactional bool) producerState {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	return producerState{asked: id.asked, off: id.off, transactional: transactional, current: id.current}
+}
+
+// renewed makes s the producer identity.
+func (id *idempotence) renewed(s session) {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	id.asked, id.current = true, s
+}
+
+// refusedForGood leaves the writer without idempotence.
+func (id *idempotence) refusedForGood() {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	id.asked, id.off = true, true
 }
 
 // initProducerIDOverride marks initProducerIDRequest in kafka-go's
@@ -85,10 +116,7 @@ func init() {
 // ensureSession asks for a producer id before the writer's first batch. A
 // failure that may pass is returned transient, so the batches are retried.
 func (w *Writer) ensureSession() error {
-	w.mu.Lock()
-	asked := w.idem.asked
-	w.mu.Unlock()
-	if asked {
+	if w.idem.state(false).asked {
 		return nil
 	}
 	return w.renewSession(session{id: -1, epoch: -1}, nil)
@@ -100,10 +128,7 @@ func (w *Writer) ensureSession() error {
 func (w *Writer) renewSession(old session, cause error) error {
 	w.idem.renew.Lock()
 	defer w.idem.renew.Unlock()
-	w.mu.Lock()
-	done := w.idem.off || w.idem.asked && w.idem.current != old
-	w.mu.Unlock()
-	if done {
+	if st := w.idem.state(false); st.off || st.asked && st.current != old {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(w.abandon, 10*time.Second)
@@ -114,15 +139,11 @@ func (w *Writer) renewSession(old session, cause error) error {
 		if perr.Transient || w.abandon.Err() != nil {
 			return &Error{Err: fmt.Errorf("get a producer id: %w", err), Transient: true}
 		}
-		w.mu.Lock()
-		w.idem.asked, w.idem.off = true, true
-		w.mu.Unlock()
+		w.idem.refusedForGood()
 		w.log.Warn("the broker gives no producer id: sending without idempotence (a retried batch may be written twice)", slog.Any("err", err))
 		return nil
 	}
-	w.mu.Lock()
-	w.idem.asked, w.idem.current = true, s
-	w.mu.Unlock()
+	w.idem.renewed(s)
 	if cause != nil {
 		w.log.Warn("the broker refused the producer's sequence: continuing under a new producer id, the refused batch may be written twice",
 			slog.Int64("old_producer_id", old.id), slog.Int64("producer_id", s.id), slog.Any("err", cause))
@@ -148,45 +169,58 @@ func (w *Writer) initProducerID(ctx context.Context) (session, error) {
 	return session{id: r.ProducerID, epoch: r.ProducerEpoch}, nil
 }
 
-// stamp returns the producer fields of p's next batch, its session and
-// sequence, without taking the sequence (reserve takes it; salvage's
-// requests, one at a time, advance past it once acknowledged). Called with
-// the writer's mu held.
-func (id *idempotence) stamp(p *partition, transactional bool) producer.BatchHeader {
-	if id.off || !id.asked {
-		return producer.NoProducer
+// stamp returns the producer fields of a partition's next batch, its
+// session and sequence (seq, made on first use and returned), without
+// taking the sequence (reserve takes it).
+func (st producerState) stamp(seq *sequence) (producer.BatchHeader, *sequence) {
+	if st.off || !st.asked {
+		return producer.NoProducer, seq
 	}
-	if p.seq == nil {
-		p.seq = &sequence{session: id.current}
+	if seq == nil {
+		seq = &sequence{session: st.current}
 	}
-	return producer.BatchHeader{ProducerID: p.seq.id, ProducerEpoch: p.seq.epoch, BaseSequence: p.seq.next, Transactional: transactional}
+	return producer.BatchHeader{ProducerID: seq.id, ProducerEpoch: seq.epoch, BaseSequence: seq.next, Transactional: st.transactional}, seq
 }
 
-// reserve stamps b, a batch of p not stamped in p's current session and
-// generation, with p's next sequence, and moves the sequence past it: the
-// batches of a partition out at once each have their own. Called with the
-// writer's mu held.
-func (id *idempotence) reserve(b *batch, transactional bool) {
-	p := b.p
-	if s := p.seq; b.h.ProducerID >= 0 && s != nil && b.h.ProducerID == s.id && b.h.ProducerEpoch == s.epoch && b.gen == s.gen {
-		return // a retry: the same sequence again
+// reserve stamps b, a batch not stamped in seq's session and generation,
+// with seq's next sequence, and moves seq past it: the batches of a
+// partition out at once each have their own. It returns the partition's
+// sequence (made on first use).
+func (st producerState) reserve(b *batch, seq *sequence) *sequence {
+	if b.h.ProducerID >= 0 && seq != nil && b.h.ProducerID == seq.id && b.h.ProducerEpoch == seq.epoch && b.gen == seq.gen {
+		return seq // a retry: the same sequence again
 	}
-	b.h = id.stamp(p, transactional)
+	b.h, seq = st.stamp(seq)
 	if b.h.ProducerID >= 0 {
-		b.gen = p.seq.gen
-		p.seq.next = addSequence(p.seq.next, len(b.msgs))
+		b.gen = seq.gen
+		seq.next = addSequence(seq.next, len(b.msgs))
 	}
+	return seq
 }
 
-// advance moves p's sequence past an acknowledged batch of n records that
-// carried h, a batch salvage sent alone with stamp. Called with the
-// writer's mu held.
-func (p *partition) advance(h producer.BatchHeader, n int) {
-	s := p.seq
-	if h.ProducerID < 0 || s == nil || s.id != h.ProducerID || s.epoch != h.ProducerEpoch || s.next != h.BaseSequence {
-		return
+// refenced returns the partition's sequence once the broker refused old
+// for it and the writer renewed its producer id (st): the new session
+// from sequence 0, or none once idempotence is off.
+func (st producerState) refenced(seq *sequence, old session) *sequence {
+	switch {
+	case st.off && seq != nil:
+		// The broker gives no producer id any more: the batch goes again
+		// without one (reserve stamps it afresh), or it would be refused
+		// for the old one for ever.
+		return nil
+	case seq != nil && seq.session == old && st.current != old:
+		return &sequence{session: st.current}
 	}
-	s.next = addSequence(s.next, n)
+	return seq
+}
+
+// rewind gives b's sequence, refused for what b is, to the salvage of its
+// messages: the sequences stamped after it are void (a new generation).
+func (s *sequence) rewind(b batch) {
+	if s != nil && b.h.ProducerID == s.id && b.h.ProducerEpoch == s.epoch && b.gen == s.gen {
+		s.next = b.h.BaseSequence
+		s.gen++
+	}
 }
 
 // addSequence adds n to a sequence number, wrapping past MaxInt32 to 0 as
@@ -207,25 +241,15 @@ func fenced(err error) bool {
 
 // refence handles the broker's refusal (err) of h, p's batch: it renews
 // the writer's producer id if h still carries it, and moves p to the new
-// one, from sequence 0. The caller retries the batch. Called without mu,
-// while p's batch is out (busy), so nothing else sends for p; the caller
-// (a sender, or a salvage) waits for the InitProducerID round trip, at
-// most 10 s, which is rare enough not to be worth a goroutine.
+// one, from sequence 0. The caller retries the batch. Called while p's
+// batch is out (busy), so nothing else sends for p; the caller (a sender,
+// or a salvage) waits for the InitProducerID round trip, at most 10 s,
+// which is rare enough not to be worth a goroutine.
 func (w *Writer) refence(p *partition, h producer.BatchHeader, err error) error {
 	old := session{id: h.ProducerID, epoch: h.ProducerEpoch}
 	if rerr := w.renewSession(old, err); rerr != nil {
 		return rerr
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	switch {
-	case w.idem.off && p.seq != nil:
-		// The broker gives no producer id any more: the batch goes again
-		// without one (reserve stamps it afresh), or it would be refused
-		// for the old one for ever.
-		p.seq = nil
-	case p.seq != nil && p.seq.session == old && w.idem.current != old:
-		p.seq = &sequence{session: w.idem.current}
-	}
+	p.refenced(old, w.idem.state(w.transactional()))
 	return nil
 }

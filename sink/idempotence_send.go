@@ -19,11 +19,10 @@ import (
 // (see stamp) and encodes it with the producer core, into one produce
 // request, acks=all. It returns the request and how many records it holds.
 func (w *Writer) produceRequest(batches []batch) (*rawproduce.Request, int, error) {
-	w.mu.Lock()
+	st := w.idem.state(w.transactional())
 	for i := range batches {
-		w.idem.reserve(&batches[i], w.transactional())
+		batches[i].p.reserve(&batches[i], st)
 	}
-	w.mu.Unlock()
 	if err := w.enlist(batches); err != nil {
 		return nil, 0, err
 	}
@@ -83,27 +82,4 @@ func answers(res *produceAPI.Response) map[topicPartition]int16 {
 		}
 	}
 	return codes
-}
-
-// salvaged returns tp's partition when a salvage holds it, locked against
-// other synchronous sends to it until release is called, so that its
-// sequence has one batch out at a time; otherwise nil. The salvage ends
-// (salvaging false) only under the same lock.
-func (w *Writer) salvaged(tp topicPartition) (p *partition, release func()) {
-	w.mu.Lock()
-	p = w.parts[tp]
-	held := p != nil && p.salvaging
-	w.mu.Unlock()
-	if !held {
-		return nil, func() {}
-	}
-	p.oneByOne.Lock()
-	w.mu.Lock()
-	held = p.salvaging
-	w.mu.Unlock()
-	if !held {
-		p.oneByOne.Unlock()
-		return nil, func() {}
-	}
-	return p, p.oneByOne.Unlock
 }

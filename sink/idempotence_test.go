@@ -33,38 +33,45 @@ type producerIDs struct {
 }
 
 func watchProducerIDs(t *testing.T, cluster *kfake.Cluster) *producerIDs {
-	w := &producerIDs{batches: map[string]map[int64]int{}}
+	ids := &producerIDs{batches: map[string]map[int64]int{}}
 	cluster.ControlKey(int16(kmsg.InitProducerID), func(kmsg.Request) (kmsg.Response, error, bool) {
 		cluster.KeepControl()
-		w.inits.Add(1)
+		ids.inits.Add(1)
 		return nil, nil, false
 	})
 	cluster.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		cluster.KeepControl()
-		w.mu.Lock()
-		defer w.mu.Unlock()
+		ids.mu.Lock()
+		defer ids.mu.Unlock()
 		for _, rt := range req.(*kmsg.ProduceRequest).Topics {
 			for _, rp := range rt.Partitions {
 				var b kmsg.RecordBatch
 				if err := b.ReadFrom(rp.Records); err != nil {
 					t.Errorf("a batch the writer sent does not decode: %v", err)
 				}
-				if w.batches[rt.Topic] == nil {
-					w.batches[rt.Topic] = map[int64]int{}
+				if ids.batches[rt.Topic] == nil {
+					ids.batches[rt.Topic] = map[int64]int{}
 				}
-				w.batches[rt.Topic][b.ProducerID]++
+				ids.batches[rt.Topic][b.ProducerID]++
 			}
 		}
 		return nil, nil, false
 	})
-	return w
+	return ids
+}
+
+// without returns how many batches to topic carried no producer id.
+func (ids *producerIDs) without(topic string) int {
+	ids.mu.Lock()
+	defer ids.mu.Unlock()
+	return ids.batches[topic][-1]
 }
 
 // idempotent reports whether every batch to topic carried a producer id.
-func (w *producerIDs) idempotent(topic string) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.batches[topic][-1] == 0 && len(w.batches[topic]) > 0
+func (ids *producerIDs) idempotent(topic string) bool {
+	ids.mu.Lock()
+	defer ids.mu.Unlock()
+	return ids.batches[topic][-1] == 0 && len(ids.batches[topic]) > 0
 }
 
 // keyedEvent is event i of a run over keys: its key is k(i%keys) and its
@@ -118,7 +125,8 @@ func TestLostAnswerIsNotDuplicated(t *testing.T) {
 				cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.InitProducerID}, Err: c.idsErr, Count: c.idsCount})
 			}
 			const events, keys = 400, 10
-			ctx, w, f := keyedWriter(t, cluster, "idem", events, Config{BatchSize: 20})
+			ctx, w, f := keyedWriter(t, cluster, "idem", events, Config{BatchSize: 20,
+				RetryBackoffMin: time.Millisecond, RetryBackoffMax: 20 * time.Millisecond})
 			publishKeyed(ctx, t, w, events, keys)
 			total, distinct, _ := checkKeyed(ctx, t, f, w, keys, cluster, "idem", 2)
 			if distinct != events {
@@ -171,8 +179,8 @@ func TestRefusedSequenceRenewsProducerID(t *testing.T) {
 // sent message by message, and the refused one dead-lettered. The
 // messages sent alone carry the partition's sequence and a refused one
 // does not advance it: the broker never refuses a sequence (which would
-// make the writer ask for a second producer id). Dead letters go without
-// a producer id (see produce).
+// make the writer ask for a second producer id). Dead letters go through
+// the dead-letter topic's own queue, under its partition's sequence.
 func TestSalvageKeepsSequences(t *testing.T) {
 	cluster := newCluster(t, kfake.NumBrokers(1))
 	ids := watchProducerIDs(t, cluster)

@@ -13,7 +13,6 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/outbox-cdc/outbox-cdc/decode"
-	"github.com/outbox-cdc/outbox-cdc/internal/backoff"
 	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
@@ -92,6 +91,11 @@ type Config struct {
 	// Observer is told each event's fate, for metrics; nil: none.
 	Observer Observer
 	Logger   *slog.Logger
+	// RetryBackoffMin and RetryBackoffMax bound the capped, jittered
+	// backoff between the attempts of what failed transiently (a produce
+	// request, a topic's partitions asked): from Min, doubling up to Max;
+	// 0: 100 ms and 5 s. Tests shorten them.
+	RetryBackoffMin, RetryBackoffMax time.Duration
 	// Hold, when set, is called before every produce request and may
 	// delay it, returning once ctx ends (the writer abandoned) at the
 	// latest: after the process stalled, it gives the source of events
@@ -132,13 +136,16 @@ type Writer struct {
 	depth  int             // Config.MaxInFlightRequests
 	dialer producer.Dialer // the senders' connections
 
-	mu      sync.Mutex
-	addrs   map[int32]string // broker id → host:port, from metadata
-	peak    int              // the most requests a sender had out at once
-	parts   map[topicPartition]*partition
-	senders map[int32]*sender // by broker id
-	owned   sync.WaitGroup    // the senders, salvages and lookups
-	routes  routes            // where events go (routes.go)
+	// backoffMin and backoffMax bound the backoff of what is retried
+	// (Config.RetryBackoffMin, RetryBackoffMax).
+	backoffMin, backoffMax time.Duration
+
+	index  index          // partitions, senders and brokers (index.go)
+	owned  sync.WaitGroup // the senders, salvages and lookups
+	routes routes         // where events go (routes.go)
+	// enqueuing counts the events between their routing and their queue
+	// (enqueue): no drain ends meanwhile.
+	enqueuing atomic.Int64
 
 	// abandon ends produce requests and retries once Close gives up waiting.
 	abandon   context.Context
@@ -177,10 +184,14 @@ type meta struct {
 	// partition is the row's partition column, as text (see pick);
 	// empty: by the key.
 	partition string
+	// settled, for a salvage's dead letter (queueDeadLetter), is told
+	// its fate after Done is; nil for any other message.
+	settled chan error
 }
 
 // Transient produce failures are retried with capped, jittered backoff
-// (backoff.Delay from backoffMin, doubling up to backoffMax) until they
+// (backoff.Delay from Config.RetryBackoffMin, by default backoffMin,
+// doubling up to RetryBackoffMax, by default backoffMax) until they
 // succeed or the writer is abandoned.
 const (
 	backoffMin = 100 * time.Millisecond
@@ -219,14 +230,21 @@ func NewWriter(cfg Config, done Done) *Writer {
 	if cfg.Compression == kafka.Lz4 {
 		useSmallLZ4Blocks()
 	}
+	if cfg.RetryBackoffMin <= 0 {
+		cfg.RetryBackoffMin = backoffMin
+	}
+	if cfg.RetryBackoffMax <= 0 {
+		cfg.RetryBackoffMax = backoffMax
+	}
+	cfg.RetryBackoffMax = max(cfg.RetryBackoffMax, cfg.RetryBackoffMin)
 	w := &Writer{
 		cfg: cfg, log: log, done: done, missing: missingTopics{since: map[string]time.Time{}},
 		client:     &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: produceTimeout, Transport: cfg.Security.countingTransport(cfg.Observer, cfg.MetadataMaxAge)},
 		batchBytes: max(cfg.MaxMessageBytes+4096, 1<<20),
 		depth:      cfg.MaxInFlightRequests,
-		addrs:      map[int32]string{},
-		parts:      map[topicPartition]*partition{},
-		senders:    map[int32]*sender{},
+		backoffMin: cfg.RetryBackoffMin,
+		backoffMax: cfg.RetryBackoffMax,
+		index:      newIndex(),
 		routes:     newRoutes(cfg.BatchSize),
 	}
 	tr := w.client.Transport.(*kafka.Transport)
@@ -271,11 +289,7 @@ func (w *Writer) Publish(ctx context.Context, ev *decode.Event, token uint64) er
 		return w.deadLetterEvent(ctx, ev, topic, token, perr)
 	}
 	if w.cfg.CreateTopics && route.spec != nil {
-		w.mu.Lock()
-		if _, ok := w.routes.specs[topic]; !ok {
-			w.routes.specs[topic] = *route.spec
-		}
-		w.mu.Unlock()
+		w.routes.specify(topic, *route.spec)
 	}
 	// Built only if it can fit (shape.value): a row too large is dead-lettered
 	// once, without its value, at a few times the limit's cost.
@@ -304,52 +318,12 @@ func (w *Writer) Publish(ctx context.Context, ev *decode.Event, token uint64) er
 		return w.deadLetterTooLarge(ctx, ev, topic, token, fmt.Errorf("record of %d bytes exceeds --max-message-bytes %d",
 			n, w.cfg.MaxMessageBytes), len(value))
 	}
-	err = w.write(ctx, msg)
+	err = w.write(ctx, msg, false)
 	var perr *Error
 	if errors.As(err, &perr) && perr.Reason != "" {
 		return w.deadLetterEvent(ctx, ev, topic, token, perr)
 	}
 	return err
-}
-
-// write hands msg to the async writer, retrying while the topic's metadata
-// cannot be had. A topic still missing after MissingTopicTimeout yields an
-// *Error with ReasonTopicMissing.
-func (w *Writer) write(ctx context.Context, msg kafka.Message) error {
-	if w.missing.known(msg.Topic, w.cfg.MissingTopicTimeout) {
-		return &Error{Topic: msg.Topic, Reason: ReasonTopicMissing, Err: fmt.Errorf("topic does not exist (waited %s for it earlier)", w.cfg.MissingTopicTimeout)}
-	}
-	for attempt := 0; ; attempt++ {
-		err := w.enqueue(ctx, msg)
-		if err == nil {
-			w.missing.found(msg.Topic)
-			return nil
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("publish to %s: %w", msg.Topic, context.Cause(ctx))
-		}
-		perr := classify(err)
-		perr.Topic = msg.Topic
-		if !perr.Transient {
-			return perr
-		}
-		switch {
-		case errors.Is(err, kafka.UnknownTopicOrPartition), errors.Is(err, kafka.LeaderNotAvailable):
-			// A topic being auto-created answers this way for a moment.
-			if w.missing.lost(msg.Topic) >= w.cfg.MissingTopicTimeout {
-				return &Error{Topic: msg.Topic, Reason: ReasonTopicMissing,
-					Err: fmt.Errorf("topic does not exist after %s (create it, or let the broker auto-create topics)", w.cfg.MissingTopicTimeout)}
-			}
-			w.log.Debug("topic not ready, retrying", slog.String("topic", msg.Topic), slog.Any("err", err))
-		default:
-			w.health.unavailable(msg.Topic, err)
-		}
-		select {
-		case <-time.After(backoff.Delay(attempt, backoffMin, backoffMax)):
-		case <-ctx.Done():
-			return fmt.Errorf("publish to %s: %w", msg.Topic, context.Cause(ctx))
-		}
-	}
 }
 
 // DeadLettered returns how many events this writer dead-lettered.
@@ -362,11 +336,7 @@ func (w *Writer) Close(ctx context.Context) error {
 	if !w.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	w.mu.Lock()
-	for _, s := range w.senders {
-		s.signal()
-	}
-	w.mu.Unlock()
+	w.index.wakeAll() // after closed is set: no sender is made for Publish after it (index.senderFor)
 	drained := make(chan struct{})
 	go func() { w.owned.Wait(); close(drained) }()
 	select {
@@ -376,11 +346,7 @@ func (w *Writer) Close(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		w.abandoned()
-		w.mu.Lock()
-		for _, s := range w.senders {
-			s.signal()
-		}
-		w.mu.Unlock()
+		w.index.wakeAll()
 		<-drained // abandoned requests return at once
 		w.client.Transport.(*kafka.Transport).CloseIdleConnections()
 		return fmt.Errorf("close kafka writer: %w", context.Cause(ctx))

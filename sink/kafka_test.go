@@ -61,7 +61,7 @@ func TestRetriableProduceErrorsKeepOrder(t *testing.T) {
 	events, keys := sized(3000, 600), 30
 	f := newFates(events)
 	w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 20, BatchTimeout: 2 * time.Millisecond,
-		AutoCreateTopics: true, MissingTopicTimeout: 10 * time.Second}, f.done)
+		RetryBackoffMin: time.Millisecond, RetryBackoffMax: 20 * time.Millisecond, AutoCreateTopics: true, MissingTopicTimeout: 10 * time.Second}, f.done)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for i := range events {

@@ -1,372 +1,352 @@
 package sink
 
 import (
-	"context"
+	"cmp"
 	"errors"
-	"fmt"
-	"log/slog"
-	"net"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/segmentio/kafka-go"
-	metadataAPI "github.com/segmentio/kafka-go/protocol/metadata"
 
+	"github.com/outbox-cdc/outbox-cdc/internal/backoff"
 	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
-// partition is one topic partition's queue. Its fields are guarded by the
-// writer's mu. Its batches out at once are on one connection, in sequence
-// order, and a failed batch is sent again before anything newer of its
-// partition (see settle), so a retried batch can never be overtaken by
-// later messages of its keys.
+// partition is one topic partition's queue, and the one owner of
+// everything about it: its messages waiting, its batches out and to retry,
+// its sequence, its salvage and the order of its reports. Its mu guards all
+// of it and is locked only by the methods in this file, which never call
+// Done, block on I/O or start a goroutine under it.
+//
+// Lock order: a partition's mu, then the index's mu (index.go) or a
+// sender's mu (broker.go), one at a time; never the other way round. The
+// routes' mu (routes.go) and the producer identity's (idempotence.go) are
+// taken alone. A sender copies its partitions' list and looks at each
+// under its own lock, not under the sender's.
+//
+// Its batches out at once are on one connection, in sequence order, and a
+// failed batch is sent again before anything newer of its partition (see
+// settle), so a retried batch can never be overtaken by later messages of
+// its keys.
 type partition struct {
-	tp     topicPartition
-	leader int32           // the broker whose sender carries this partition
-	buf    []kafka.Message // waiting, oldest first
-	bytes  int             // their weight against batchBytes
-	since  time.Time       // when buf's oldest message was queued, or later (see sender.dueAt)
-	// out counts its batches in requests not yet answered, all on
-	// outConn (see sender.joins).
-	out     int
-	outConn *producer.Conn
-	// retries are its failed batches, oldest first, each with its
-	// sequence: sent again one at a time, alone, before anything newer.
-	retries []batch
-	attempt int // consecutive failed attempts
-	// retryOut: a batch sent again is out; nothing joins it (sender.joins).
-	retryOut bool
-	retryAt  time.Time // the first retry not before this (backoff)
-	// relocate: the first retry failed because the leader moved; once it
-	// is due, the leader is asked again (relocating) before it is sent, so
-	// that it goes where the leader is by then, not where it was.
-	relocate, relocating bool
-	// stopped is the failure of an event that could not be published nor
-	// dead-lettered: the stream stops at it, so nothing after it in this
-	// partition is sent (see salvage); what is queued is reported failed.
-	stopped error
-	// seq is the partition's producer session and next base sequence
-	// (idempotence.go); nil until its first idempotent batch. A batch's
-	// sequence is taken when it is first sent; a retry carries the same.
-	seq *sequence
-	// salvaging: a salvage sends the busy partition's batch message by
-	// message (under oneByOne, which it and produce take before mu).
-	salvaging bool
-	oneByOne  sync.Mutex
-	// reports orders the reports of its batches (reports.go); reporting
-	// serialises them, taken before mu.
-	reports   reports
-	reporting sync.Mutex
+	tp topicPartition
+
+	mu    sync.Mutex
+	state // guarded by mu
 }
 
-// enqueue routes msg to its partition and queues it there, waking the
-// partition leader's sender if it idles. It fails when the topic's
-// partitions cannot be learned (classified as for a produce).
-func (w *Writer) enqueue(ctx context.Context, msg kafka.Message) error {
-	if w.closed.Load() {
-		return &Error{Topic: msg.Topic, Err: errors.New("writer closed")}
+// push queues msg, whose partition's leader is leader, and returns the
+// sender to tell of it, whether a full batch waits now, and a sender
+// made meanwhile, to launch. It fails once the writer is closed: checked
+// under mu, so that a sender, which stops only once the writer is closed
+// and its partitions are empty (looked at under their mu), never leaves
+// a message behind.
+//
+// A salvage's dead letter (owned: from a goroutine Close waits for) is
+// queued after Close too: p's sender is then kept from stopping (keep),
+// or p gets a new one.
+func (p *partition) push(w *Writer, msg kafka.Message, leader int32, owned bool) (to *sender, full bool, fresh *sender, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	closed := w.closed.Load()
+	if closed && !owned {
+		return nil, false, nil, errClosed(msg.Topic)
 	}
-	c, id, err := w.place(ctx, &msg) // mu held on success
-	if err != nil {
-		return err
+	if p.sender == nil || leader != p.leader || closed && !p.sender.keep() {
+		fresh = p.assign(w, leader, owned)
 	}
-	tp := topicPartition{msg.Topic, id}
-	if w.closed.Load() {
-		// Checked again under mu: a sender stops, under mu, only once the
-		// writer is closed and its partitions are empty, so nothing queued
-		// here can be left behind by a stopped sender.
-		w.mu.Unlock()
-		return &Error{Topic: msg.Topic, Err: errors.New("writer closed")}
-	}
-	p, ok := w.parts[tp]
-	if !ok {
-		p = &partition{tp: tp, leader: -1}
-		w.parts[tp] = p
-	}
-	if leader := c.leaders[id]; leader != p.leader {
-		w.assign(p, leader)
+	if p.sender == nil {
+		return nil, false, fresh, errClosed(msg.Topic)
 	}
 	if len(p.buf) == 0 {
 		p.since = time.Now()
 	}
 	p.buf = append(p.buf, msg)
 	p.bytes += recordSize(&msg) + batchOverhead
-	if s := w.senders[p.leader]; s.idle || s.pacing && w.full(p) {
-		s.idle, s.pacing = false, false
-		s.signal()
-	}
-	w.mu.Unlock()
-	return nil
+	return p.sender, p.full(w), fresh, nil
 }
 
-// route returns the partitions and leaders to route topic's next event
-// by, with mu held. While a drain is pending (the count changed) it waits
-// until no partition of the topic holds anything, so that one key's events
-// are not split across two partitions out of order; then the new count is
-// used. It never routes by a count older than the last one seen, but in
-// the open transaction of a transactional writer (inTransactionCount);
-// named: the row names its partition, which no count moves.
-func (w *Writer) route(ctx context.Context, topic string, named bool) (topicCount, error) {
+// follow moves p to leader's sender once metadata says it leads p, and
+// returns a sender made for it, to launch.
+func (p *partition) follow(w *Writer, leader int32) (fresh *sender) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.leader == leader {
+		return nil
+	}
+	// Pending, p's old sender runs (it stops only once p is empty), so a
+	// new one may be counted in owned even if Close waits for it.
+	return p.assign(w, leader, p.pending())
+}
+
+// assign moves p to leader's sender, made if need be (fresh, to launch).
+func (p *partition) assign(w *Writer, leader int32, owned bool) (fresh *sender) {
 	for {
-		c, err := w.partitionIDs(ctx, topic)
-		if err != nil {
-			return topicCount{}, err
+		s, made := w.index.senderFor(w, leader, owned)
+		if s == nil {
+			return fresh // closed, and nothing of p's to carry
 		}
-		w.mu.Lock()
-		if cur, ok := w.routes.counts[topic]; ok {
-			c = cur // what lookups learned since
+		if made {
+			fresh = s
 		}
-		if old, held := w.inTransactionCount(topic, c); held {
-			if named {
-				return c, nil // the drain stays for the keyed rows
+		if s.add(p) {
+			if old := p.sender; old != nil && old != s {
+				old.remove(p)
 			}
-			return old, nil
+			p.sender, p.leader = s, leader
+			p.outConn = nil // its batches out stay on the old connection: none joins them
+			s.wakeUp()
+			return fresh
 		}
-		if w.routes.draining[topic] && !w.topicBusy(topic) {
-			w.routes.drained(topic)
-		}
-		draining := w.routes.draining[topic]
-		if !draining && len(c.ids) == w.routes.seen[topic] {
-			return c, nil
-		}
-		w.mu.Unlock()
-		if !draining {
-			continue // c predates a newer count that was forgotten since: ask again
-		}
-		select {
-		case <-ctx.Done():
-			return topicCount{}, fmt.Errorf("wait for %s's events queued under its old partition count: %w", topic, context.Cause(ctx))
-		case <-time.After(2 * time.Millisecond):
-		}
+		w.index.retired(s) // it stopped meanwhile
 	}
 }
 
-// place routes msg's topic (see route) and returns its partition, with mu
-// held on success. A partition named by the row and out of range is asked
-// again once, after the brokers are asked past every cache (recheck): the
-// topic may have just grown. msg waits meanwhile (its Publish does not
-// return), so nothing after it overtakes it.
-func (w *Writer) place(ctx context.Context, msg *kafka.Message) (topicCount, int, error) {
-	for fresh := false; ; fresh = true {
-		m, _ := msg.WriterData.(meta)
-		c, err := w.route(ctx, msg.Topic, m.partition != "")
-		if err != nil {
-			return topicCount{}, 0, err
-		}
-		id, err := w.routes.pick(msg, c.ids)
-		if err == nil {
-			return c, id, nil
-		}
-		w.mu.Unlock()
-		var perr *Error
-		if fresh || !errors.As(err, &perr) || perr.Reason != ReasonPartitionOutOfRange {
-			return topicCount{}, 0, err
-		}
-		if err := w.recheck(ctx, msg.Topic); err != nil { // past every cache (recheck.go)
-			return topicCount{}, 0, err
-		}
-	}
+// look is what a sender sees of itself while it looks at its partitions.
+type look struct {
+	s         *sender
+	conn      *producer.Conn // the sender's connection, nil if none
+	now       time.Time
+	rtt       time.Duration
+	inflight  int  // its requests out
+	closing   bool // the writer is closed: read before any partition is looked at
+	abandoned bool
+	idemOff   bool // batches carry no producer id
 }
 
-// assign moves p to leader's sender, starting that sender on first use.
-// Called with mu held.
-func (w *Writer) assign(p *partition, leader int32) {
-	if old, ok := w.senders[p.leader]; ok {
-		old.remove(p)
-	}
-	s, ok := w.senders[leader]
-	if !ok || s.stopped {
-		s = &sender{w: w, broker: leader, wake: make(chan struct{}, 1), out: make(chan requestOut, w.depth)}
-		w.senders[leader] = s
-		w.owned.Go(s.run)
-		w.owned.Go(s.receive)
-	}
-	p.leader = leader
-	p.outConn = nil // its batches out stay on the old connection: none joins them
-	s.parts = append(s.parts, p)
-	s.idle, s.pacing = false, false
-	s.signal()
+// sight is what a sender makes of a partition (scan).
+type sight struct {
+	v       verdict
+	full    bool
+	due     time.Time // sends: when, not full, it may go beside a request out
+	retryAt time.Time // waits: when its first retry is due
 }
 
-// partitionOf returns msg's partition in its topic: the one its row names,
-// else its key's, as the Java client would choose it (murmur2 over the
-// partition count).
-func (w *Writer) partitionOf(ctx context.Context, msg *kafka.Message) (int, error) {
-	c, err := w.partitionIDs(ctx, msg.Topic)
-	if err != nil {
-		return 0, err
+// scan returns l.s's verdict on p. What p held is queued to report
+// (report) when it drops it; its leader is asked again (relocate) when it
+// relocates.
+func (p *partition) scan(w *Writer, l *look) sight {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.sender != l.s {
+		return sight{v: idle} // moved to another sender meanwhile
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.routes.pick(msg, c.ids)
-}
-
-// partitionIDs returns the partitions of topic (0 to n-1) and their leaders,
-// asking the broker (and letting it auto-create the topic if configured) at
-// most once a minute per topic.
-//
-// Only the first lookup of a topic makes the caller wait; a stale entry is
-// refreshed in the background meanwhile. The lookup is not bounded by the
-// caller's context, which ends at every status deadline (20 ms): under load
-// a metadata round trip can take longer, and would never complete.
-func (w *Writer) partitionIDs(ctx context.Context, topic string) (topicCount, error) {
-	w.mu.Lock()
-	c, ok := w.routes.counts[topic]
-	ttl := w.cfg.MetadataMaxAge
-	if ttl <= 0 {
-		ttl = countTTL
-	}
-	refresh := ok && time.Since(c.at) >= ttl && !c.refreshing
-	if refresh {
-		c.refreshing = true
-		w.routes.counts[topic] = c
-	}
-	w.mu.Unlock()
-	if refresh && !w.closed.Load() {
-		w.owned.Go(func() {
-			ctx, cancel := context.WithTimeout(w.abandon, 10*time.Second)
-			defer cancel()
-			if _, err := w.lookup(ctx, topic); err != nil {
-				w.forget(topic) // the next event asks again, and waits
-			}
-		})
-	}
-	if ok {
-		return c, nil
-	}
-	lookupCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	return w.lookup(lookupCtx, topic)
-}
-
-// lookup asks for topic's partitions and their leaders and caches them.
-// kafka-go's transport answers from its own metadata cache (refreshed every
-// few seconds) unless the topic is unknown and may be auto-created.
-func (w *Writer) lookup(ctx context.Context, topic string) (topicCount, error) {
-	res, err := w.client.Transport.RoundTrip(ctx, w.client.Addr, &metadataAPI.Request{
-		TopicNames: []string{topic}, AllowAutoTopicCreation: w.cfg.AutoCreateTopics && !w.cfg.CreateTopics,
-	})
-	if err != nil {
-		return topicCount{}, err
-	}
-	return w.learn(ctx, topic, res.(*metadataAPI.Response))
-}
-
-// learn caches topic's partitions and leaders from res, a metadata answer
-// (see lookup, recheck), creating the topic if it is missing and
-// CreateTopics says so.
-func (w *Writer) learn(ctx context.Context, topic string, res *metadataAPI.Response) (topicCount, error) {
-	for _, t := range res.Topics {
-		if t.Name != topic {
-			continue
-		}
-		if kafka.Error(t.ErrorCode) == kafka.UnknownTopicOrPartition && w.cfg.CreateTopics {
-			w.mu.Lock()
-			spec, ok := w.routes.specs[topic]
-			w.mu.Unlock()
-			if !ok {
-				spec = w.cfg.TopicSpec
-			}
-			if err := createTopic(ctx, w.client, topic, spec); err != nil {
-				return topicCount{}, err
-			}
-			w.log.Info("created topic", slog.String("topic", topic), slog.String("spec", spec.String()))
-			return topicCount{}, kafka.LeaderNotAvailable // its leaders are being elected
-		}
-		if t.ErrorCode != 0 {
-			return topicCount{}, kafka.Error(t.ErrorCode)
-		}
-		if len(t.Partitions) == 0 {
-			return topicCount{}, kafka.LeaderNotAvailable
-		}
-		c := topicCount{ids: make([]int, len(t.Partitions)), leaders: make([]int32, len(t.Partitions)), at: time.Now()}
-		for i := range c.ids {
-			c.ids[i] = i
-		}
-		for _, p := range t.Partitions {
-			if p.PartitionIndex < 0 || int(p.PartitionIndex) >= len(c.leaders) {
-				return topicCount{}, kafka.LeaderNotAvailable
-			}
-			if p.LeaderID < 0 {
-				return topicCount{}, kafka.LeaderNotAvailable
-			}
-			c.leaders[p.PartitionIndex] = p.LeaderID
-		}
-		w.mu.Lock()
-		for _, b := range res.Brokers {
-			w.addrs[b.NodeID] = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
-		}
-		if n, changed := w.routes.learned(topic, c); changed {
-			w.log.Warn("the topic's partition count changed: events queued under the old count are delivered first (exactly-once: the open Kafka transaction commits first), then keys are routed by the new one",
-				slog.String("topic", topic), slog.Int("from", n), slog.Int("to", len(c.ids)))
-			w.cfg.Observer.PartitionsChanged(topic)
-		}
-		// Partitions whose leader moved follow it to its sender.
-		for id, leader := range c.leaders {
-			if p, ok := w.parts[topicPartition{topic, id}]; ok && p.leader != leader {
-				w.assign(p, leader)
-			}
-		}
-		w.mu.Unlock()
-		return c, nil
-	}
-	return topicCount{}, kafka.UnknownTopicOrPartition
-}
-
-// busy reports whether p has a batch out, or a salvage holds it.
-func (p *partition) busy() bool { return p.out > 0 || p.salvaging }
-
-// take returns p's next batch: its first failed one again (with its
-// sequence), or up to BatchSize messages and about batchBytes from its
-// queue (stamped when the request is made). Called with mu held, after
-// p.out counts the batch.
-func (w *Writer) take(p *partition) batch {
-	if len(p.retries) > 0 {
+	sg := sight{v: p.consider(w, l)}
+	switch sg.v {
+	case drops:
+		p.drop(p.tp.topic)
+	case dropsAlone:
 		b := p.retries[0]
 		p.retries = slices.Delete(p.retries, 0, 1)
-		b.err, b.alone, b.retried = nil, p.out == 1, true
-		p.retryOut = true
-		return b
+		b.solo <- &Error{Topic: p.tp.topic, Err: errors.New("writer closed while retrying")}
+	case waits:
+		sg.retryAt = p.retryAt
+	case relocates:
+		p.relocate, p.relocating = false, true
+	case sends:
+		sg.full = p.full(w)
+		sg.due = p.dueAt(w, l.rtt)
 	}
-	size, count := 0, 0
-	for count < len(p.buf) && count < w.cfg.BatchSize {
-		n := recordSize(&p.buf[count]) + batchOverhead
-		if count > 0 && size+n > w.batchBytes {
-			break
+	return sg
+}
+
+// takeFor takes p's batch for l.s's next request, if p still sends one:
+// beside a request out, only a full batch goes, or one that waited as
+// long as it would have for its answer without pipelining (dueAt): the
+// others wait and grow meanwhile (in a drain, a request taking every
+// partition's few records at each full one cost 3 times the relay's CPU
+// per event), but no longer (a backlog keeps a request out all the time).
+func (p *partition) takeFor(w *Writer, l *look) (batch, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.sender != l.s || p.consider(w, l) != sends {
+		return batch{}, false
+	}
+	if l.inflight > 0 && !p.full(w) && !w.flushing.Load() && l.now.Before(p.dueAt(w, l.rtt)) {
+		return batch{}, false
+	}
+	p.out++
+	return p.take(w, p), true
+}
+
+// drained reports whether p holds nothing (pending).
+func (p *partition) drained() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.pending()
+}
+
+// sent records that p's batch went out on conn.
+func (p *partition) sent(conn *producer.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.outConn = conn
+}
+
+// reserve stamps b, p's batch, with p's sequence under st (see
+// producerState.reserve).
+func (p *partition) reserve(b *batch, st producerState) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.seq = st.reserve(b, p.seq)
+}
+
+// sendAlone puts msg, a message of p's salvaged batch of order, at the
+// head of p's retries, alone in a batch of its own: p's sender sends it
+// as any retry, under p's sequence, and its outcome (nil once written, or
+// why not, for good) comes on the channel returned, not to Done. It
+// returns the sender to wake.
+func (p *partition) sendAlone(msg kafka.Message, order uint64) (chan error, *sender) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b := batch{p: p, msgs: []kafka.Message{msg}, h: producer.NoProducer, order: order, solo: make(chan error, 1)}
+	p.retries = slices.Insert(p.retries, 0, b)
+	p.retryAt = time.Time{}
+	return b.solo, p.sender
+}
+
+// aloneEnded settles b, a message a salvage sent alone (sendAlone),
+// written (err nil) or refused for good: its outcome goes to the salvage.
+// Refused, the broker did not write b: its sequence goes to the next.
+func (p *partition) aloneEnded(b batch, err error) *sender {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if sq := p.seq; err == nil && sq != nil && b.h.ProducerID == sq.id && b.h.ProducerEpoch == sq.epoch {
+		sq.ackedAt = time.Now()
+	}
+	if err != nil {
+		p.seq.rewind(b)
+	}
+	p.ended(b)
+	if err == nil {
+		p.attempt = 0
+	}
+	b.solo <- err
+	return p.sender
+}
+
+// refenced moves p to the producer identity st once the broker refused
+// old for it (see refence).
+func (p *partition) refenced(old session, st producerState) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.seq = st.refenced(p.seq, old)
+}
+
+// settled is what settling a batch leaves a partition's sender to do once
+// it holds no lock: start a salvage, wake the sender now carrying it.
+type settled struct {
+	salvage  batch
+	salvages bool
+	to       *sender
+	attempt  int // the partition's failures in a row
+}
+
+// acknowledged settles b written: its fates are queued in order, before
+// p.out stops counting it, so that p stays pending until they are
+// reported.
+func (p *partition) acknowledged(w *Writer, b batch) settled {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.queue(p.reports.release(b))
+	if sq := p.seq; sq != nil && b.h.ProducerID == sq.id && b.h.ProducerEpoch == sq.epoch {
+		sq.ackedAt = time.Now()
+	}
+	p.ended(b)
+	if b.alone || len(p.retries) == 0 { // progress: the next retry backs off afresh (joins waits for retryOut)
+		p.attempt = 0
+	}
+	return p.afterSettle()
+}
+
+// requeue puts b, failed for perr, among p's retries, in p's order
+// whatever order the failures arrive in (a request that could not leave
+// fails before earlier ones out on a broken connection), as the Java
+// producer's insertInSequenceOrder; the retry is due after a backoff
+// grown by each failure in a row.
+func (p *partition) requeue(w *Writer, b batch, perr *Error, moved bool) settled {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ended(b) // b, first among the retries again, keeps the others waiting
+	b.err = perr
+	i, _ := slices.BinarySearchFunc(p.retries, b.order, func(r batch, order uint64) int { return cmp.Compare(r.order, order) })
+	p.retries = slices.Insert(p.retries, i, b)
+	p.retryAt = time.Now().Add(backoff.Delay(p.attempt, w.backoffMin, w.backoffMax))
+	p.relocate = p.relocate || moved
+	p.attempt++
+	st := p.afterSettle()
+	st.attempt = p.attempt
+	return st
+}
+
+// refused settles b failed in its transaction with err: its fates are
+// queued in order and p stops (nothing more is sent in a transaction that
+// cannot commit).
+func (p *partition) refused(b batch, err error) *sender {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b.fate = err
+	p.queue(p.reports.release(b))
+	p.ended(b)
+	if p.stopped == nil {
+		p.stopped = err
+	}
+	return p.sender
+}
+
+// salvaged ends the salvage of b: p's order moves past it (its messages
+// were reported one by one), the batches held behind it are queued to
+// report, and p stops if failed (stoppedNow: for the first time).
+func (p *partition) salvaged(b batch, failed error) (to *sender, stoppedNow bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.reports.reported == b.order {
+		p.reports.reported++
+		p.queue(p.reports.flush())
+	}
+	p.salvaging = false
+	if failed != nil && p.stopped == nil {
+		p.stopped, stoppedNow = failed, true
+	}
+	return p.sender, stoppedNow
+}
+
+// relocated lets p's first retry go once its leader was asked again.
+func (p *partition) relocated() *sender {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.relocating = false
+	return p.sender
+}
+
+// deliver reports f, after the fates queued before it.
+func (p *partition) deliver(w *Writer, f fate) {
+	p.mu.Lock()
+	p.fates = append(p.fates, f)
+	p.mu.Unlock()
+	p.report(w)
+}
+
+// report hands p's queued fates to Done, in order, unless another
+// goroutine is doing so: that one reports these too before it stops.
+// Done is called without p's lock.
+func (p *partition) report(w *Writer) {
+	p.mu.Lock()
+	if p.reporting {
+		p.mu.Unlock()
+		return
+	}
+	p.reporting = true
+	for len(p.fates) > 0 {
+		fates := p.fates
+		p.fates = nil
+		p.mu.Unlock()
+		for _, f := range fates {
+			w.reportFate(f)
 		}
-		size += n
-		count++
+		p.mu.Lock()
 	}
-	p.bytes -= size
-	msgs := make([]kafka.Message, count)
-	copy(msgs, p.buf)
-	rest := copy(p.buf, p.buf[count:])
-	clear(p.buf[rest:])
-	p.buf = p.buf[:rest]
-	if rest > 0 {
-		p.since = time.Now() // the rest came later: counted from now, they wait at most a round more
-	}
-	p.reports.next++
-	return batch{p: p, msgs: msgs, h: producer.NoProducer, alone: p.out == 1, order: p.reports.next - 1}
-}
-
-// full reports whether p has a full batch waiting: then its sender does not
-// wait for more. Called with mu held.
-func (w *Writer) full(p *partition) bool {
-	return len(p.retries) > 0 || len(p.buf) >= w.cfg.BatchSize || p.bytes > w.batchBytes
-}
-
-// batchOverhead is a record's framing in a batch, roughly, on top of its
-// key, value and headers.
-const batchOverhead = 64
-
-// recordSize is a record's weight against MaxMessageBytes.
-func recordSize(m *kafka.Message) int {
-	n := len(m.Key) + len(m.Value)
-	for _, h := range m.Headers {
-		n += len(h.Key) + len(h.Value)
-	}
-	return n
+	p.reporting = false
+	p.mu.Unlock()
 }

@@ -2,7 +2,6 @@ package sink
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -42,21 +41,14 @@ type recheck struct {
 // under way or answered. The caller holds its event meanwhile (Publish does
 // not return), so nothing of its partition can overtake it.
 func (w *Writer) recheck(ctx context.Context, topic string) error {
-	w.mu.Lock()
-	r, ok := w.routes.rechecks[topic]
-	if !ok || time.Since(r.at) >= recheckEvery && answered(r.done) {
-		if w.closed.Load() { // checked under mu: Close waits for owned only after taking it
-			w.mu.Unlock()
-			return &Error{Topic: topic, Err: errors.New("writer closed")}
-		}
-		r = &recheck{at: time.Now(), done: make(chan struct{})}
-		w.routes.rechecks[topic] = r
-		w.owned.Go(func() {
-			r.err = w.lookupAfresh(topic)
-			close(r.done)
-		})
+	r, fresh := w.routes.rechecked(topic, recheckEvery)
+	if fresh && !w.index.spawn(w, func() {
+		r.err = w.lookupAfresh(topic)
+		close(r.done)
+	}) {
+		r.err = errClosed(topic)
+		close(r.done)
 	}
-	w.mu.Unlock()
 	select {
 	case <-r.done:
 		return r.err
@@ -83,9 +75,7 @@ func answered(done chan struct{}) bool {
 func (w *Writer) lookupAfresh(topic string) error {
 	ctx, cancel := context.WithTimeout(w.abandon, recheckTimeout)
 	defer cancel()
-	w.mu.Lock()
-	was := w.routes.seen[topic]
-	w.mu.Unlock()
+	was := w.routes.seenCount(topic)
 	res, err := w.client.Transport.RoundTrip(ctx, w.client.Addr, &freshMetadata{topic: topic})
 	if err != nil {
 		return fmt.Errorf("ask the brokers for %s's partitions: %w", topic, err)

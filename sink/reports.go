@@ -16,58 +16,43 @@ import (
 // so is a batch failed in a transaction (failInTransaction), and what a
 // partition holds when it is dropped goes in the same order (drop).
 
-// reports is a partition's order of reports. Guarded by the writer's mu,
-// except reporting, which the partition's reporting lock serialises.
+// reports is a partition's order of reports: part of the partition's
+// state, guarded by its lock (partition.go), which calls the methods below
+// and hands what they release to Done one goroutine at a time
+// (partition.report).
 type reports struct {
 	next     uint64  // the order of the next batch taken
 	reported uint64  // the order of the next batch whose fate is reported
 	held     []batch // settled, waiting for an earlier batch's fate, by order
 }
 
-// report hands the fates of b's messages (b.fate: nil once acknowledged)
-// to Done once every batch of its partition before it has its own, with
-// those of the batches held behind it.
-func (w *Writer) report(b batch) {
-	p := b.p
-	p.reporting.Lock()
-	defer p.reporting.Unlock()
-	w.mu.Lock()
-	ready := p.reports.release(b)
-	w.mu.Unlock()
-	for _, r := range ready {
-		w.reportMessages(r.msgs, r.fate)
-	}
+// fate is messages' fate, to report.
+type fate struct {
+	msgs []kafka.Message
+	err  error
+	// reason, when own, is the fate's dead-letter reason instead of the
+	// messages' own (a message salvage dead-lettered).
+	reason string
+	own    bool
 }
 
-// resolved moves p's order past b, whose fate was reported otherwise
-// (salvage reports each of its messages), and reports the batches held
-// behind it.
-func (w *Writer) resolved(b batch) {
-	p := b.p
-	p.reporting.Lock()
-	defer p.reporting.Unlock()
-	w.mu.Lock()
-	var ready []batch
-	if p.reports.reported == b.order {
-		p.reports.reported++
-		ready = p.reports.flush()
-	}
-	w.mu.Unlock()
-	for _, r := range ready {
-		w.reportMessages(r.msgs, r.fate)
-	}
-}
-
-// reportMessages hands each message's fate to Done.
-func (w *Writer) reportMessages(msgs []kafka.Message, err error) {
-	for i := range msgs {
-		m := msgs[i].WriterData.(meta)
-		w.done(m.token, m.reason, err)
+// reportFate hands each of f's messages' fate to Done.
+func (w *Writer) reportFate(f fate) {
+	for i := range f.msgs {
+		m := f.msgs[i].WriterData.(meta)
+		reason := m.reason
+		if f.own {
+			reason = f.reason
+		}
+		w.done(m.token, reason, f.err)
+		if m.settled != nil {
+			m.settled <- f.err
+		}
 	}
 }
 
 // release returns b and the batches held behind it once b is next in
-// order; otherwise it holds b. Called with the writer's mu held.
+// order; otherwise it holds b.
 func (f *reports) release(b batch) []batch {
 	if b.order != f.reported {
 		i, _ := slices.BinarySearchFunc(f.held, b.order, func(h batch, order uint64) int {
@@ -80,8 +65,7 @@ func (f *reports) release(b batch) []batch {
 	return append([]batch{b}, f.flush()...)
 }
 
-// flush returns the held batches now next in order. Called with the
-// writer's mu held.
+// flush returns the held batches now next in order.
 func (f *reports) flush() []batch {
 	n := 0
 	for n < len(f.held) && f.held[n].order == f.reported {

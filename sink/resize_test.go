@@ -152,7 +152,7 @@ func TestPartitionDrainOutlivesLookups(t *testing.T) {
 	if _, err := w.lookup(ctx, "grow"); err != nil {
 		t.Fatal(err)
 	}
-	w.forget("grow") // as a failed background refresh does
+	w.forgetCount("grow") // as a failed background refresh does
 
 	published := make(chan error, 1)
 	go func() { published <- publish(events - 1) }()

@@ -1,11 +1,15 @@
 package sink
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // TestRoutesLearned walks a topic's partition count through a change: the
 // first count and a repeat start no drain; a new count starts one that
 // remembers the count its queued events were routed by, which a second
-// change before the drain ends does not overwrite.
+// change before the drain ends does not overwrite; a drain ends only if
+// no newer one began since it was seen.
 func TestRoutesLearned(t *testing.T) {
 	r := newRoutes(10)
 	count := func(n int) topicCount {
@@ -26,28 +30,35 @@ func TestRoutesLearned(t *testing.T) {
 		{"grown", 4, true, 3},
 		{"grown again while draining", 6, true, 3},
 	}
+	var seen drain
 	for _, s := range steps {
 		from, changed := r.learned("t", count(s.n))
 		if changed != s.wantChanged {
 			t.Fatalf("%s: changed %v, want %v", s.name, changed, s.wantChanged)
 		}
-		got, ok := r.drainFrom["t"]
-		if s.wantFrom < 0 && ok || s.wantFrom >= 0 && (got != s.wantFrom || !r.draining["t"]) {
-			t.Fatalf("%s: drainFrom %d (%v), draining %v; want %d", s.name, got, ok, r.draining["t"], s.wantFrom)
+		c, d, ok, _ := r.look("t", time.Hour)
+		if s.wantFrom < 0 && d.fromOK || s.wantFrom >= 0 && (d.from != s.wantFrom || !d.fromOK || !d.on) {
+			t.Fatalf("%s: drain from %d (%v), draining %v; want %d", s.name, d.from, d.fromOK, d.on, s.wantFrom)
 		}
 		if changed && from == s.n {
 			t.Errorf("%s: changed from %d to itself", s.name, from)
 		}
-		if len(r.counts["t"].ids) != s.n || r.seen["t"] != s.n {
-			t.Errorf("%s: cached %d partitions, seen %d; want %d", s.name, len(r.counts["t"].ids), r.seen["t"], s.n)
+		if !ok || len(c.ids) != s.n || d.seen != s.n {
+			t.Errorf("%s: cached %d partitions (%v), seen %d; want %d", s.name, len(c.ids), ok, d.seen, s.n)
+		}
+		if s.name == "grown" {
+			seen = d
 		}
 	}
-	r.drained("t")
-	if r.draining["t"] {
-		t.Error("still draining after drained")
+	if r.drained("t", seen.gen) {
+		t.Error("a drain seen before the count changed again ended the newer one")
 	}
-	if _, ok := r.drainFrom["t"]; ok {
-		t.Error("drainFrom kept after drained")
+	_, d, _, _ := r.look("t", time.Hour)
+	if !r.drained("t", d.gen) {
+		t.Error("the drain seen last did not end")
+	}
+	if _, d, _, _ := r.look("t", time.Hour); d.on || d.fromOK {
+		t.Errorf("still draining after drained: %+v", d)
 	}
 	if _, changed := r.learned("t", count(6)); changed {
 		t.Error("the count seen last started a drain again")

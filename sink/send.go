@@ -45,13 +45,10 @@ func (s *sender) send(batches []batch) {
 		return
 	}
 	w.cfg.Observer.Request(len(batches), records)
-	w.mu.Lock()
-	s.inflight++
-	w.peak = max(w.peak, s.inflight)
+	w.index.sending(s.wentOut(), 0)
 	for _, b := range batches {
-		b.p.outConn = s.conn
+		b.p.sent(s.conn)
 	}
-	w.mu.Unlock()
 	s.out <- requestOut{call: call, batches: batches, sent: time.Now()} // room for every request out
 }
 
@@ -62,9 +59,7 @@ func (s *sender) write(req *rawproduce.Request) (*producer.Call, error) {
 		s.closeConn()
 	}
 	if s.conn == nil {
-		w.mu.Lock()
-		addr, ok := w.addrs[s.broker]
-		w.mu.Unlock()
+		addr, ok := w.index.addr(s.broker)
 		if !ok {
 			return nil, fmt.Errorf("broker %d: no address in the metadata: %w", s.broker, kafka.LeaderNotAvailable)
 		}
@@ -88,7 +83,6 @@ func (s *sender) write(req *rawproduce.Request) (*producer.Call, error) {
 // its answer (or its connection's failure) is in; it returns once run
 // closed out.
 func (s *sender) receive() {
-	w := s.w
 	for r := range s.out {
 		res, err := r.call.Result()
 		rtt := r.call.Answered().Sub(r.sent) // not the settling of earlier answers (a producer id renewed there)
@@ -112,29 +106,14 @@ func (s *sender) receive() {
 		for i, b := range r.batches {
 			s.settle(b, errs[i])
 		}
-		w.mu.Lock()
-		s.inflight--
-		s.rtt = rtt
-		w.mu.Unlock()
+		s.answered(rtt)
 		s.signal()
 	}
 }
 
-// peakInFlight returns the most produce requests a sender had out at
-// once: what pipelining reached.
-func (w *Writer) peakInFlight() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.peak
-}
-
 // closeIdle closes the connection once it carried nothing for idleConn.
 func (s *sender) closeIdle() {
-	w := s.w
-	w.mu.Lock()
-	out := s.inflight
-	w.mu.Unlock()
-	if s.conn != nil && out == 0 && time.Since(s.lastUsed) >= idleConn {
+	if out, _ := s.outstanding(); s.conn != nil && out == 0 && time.Since(s.lastUsed) >= idleConn {
 		s.closeConn()
 	}
 }
@@ -142,9 +121,8 @@ func (s *sender) closeIdle() {
 // quiet reports whether no request is out: only then does the idle timer
 // run (an answer, not the timer, wakes a sender with requests out).
 func (s *sender) quiet() bool {
-	s.w.mu.Lock()
-	defer s.w.mu.Unlock()
-	return s.inflight == 0
+	out, _ := s.outstanding()
+	return out == 0
 }
 
 // closeConn closes the sender's connection, if any: the requests out on

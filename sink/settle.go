@@ -1,17 +1,13 @@
 package sink
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol/rawproduce"
-
-	"github.com/outbox-cdc/outbox-cdc/internal/backoff"
 )
 
 // settle reports a batch acknowledged, or keeps it among its partition's
@@ -27,7 +23,7 @@ import (
 // A batch refused for its producer while alone (the broker lost the
 // producer's state) renews the producer id, and the retries are stamped
 // again under it; refused for what it is, it is salvaged message by
-// message (salvageHead).
+// message (salvageBatch).
 func (s *sender) settle(b batch, err error) {
 	if err == nil {
 		s.acknowledged(b)
@@ -36,31 +32,30 @@ func (s *sender) settle(b batch, err error) {
 	s.failed(b, err)
 }
 
-// acknowledged settles b written. The fates are reported while the
-// partition is still busy: a key that moves to a new partition once this
-// one drains (see route) has its later events acknowledged after these,
-// not before.
+// acknowledged settles b written. The fates are queued before the
+// partition stops counting b (partition.acknowledged): a key that moves
+// to a new partition once this one drains (see route) has its later
+// events acknowledged after these, not before.
 func (s *sender) acknowledged(b batch) {
 	w := s.w
-	p := b.p
 	w.health.up()
 	w.acked(b.msgs)
-	w.report(b)
-	w.mu.Lock()
-	if sq := p.seq; sq != nil && b.h.ProducerID == sq.id && b.h.ProducerEpoch == sq.epoch {
-		sq.ackedAt = time.Now()
+	if b.solo != nil {
+		s.handOver(b.p.aloneEnded(b, nil))
+		return
 	}
-	p.out--
-	p.retryOut = p.retryOut && !b.retried
-	if p.out == 0 {
-		p.outConn = nil
+	st := b.p.acknowledged(w, b)
+	b.p.report(w)
+	s.after(b.p, st)
+}
+
+// after does what settling a batch of p left to do: start the salvage of
+// its first retry, wake the sender now carrying p.
+func (s *sender) after(p *partition, st settled) {
+	if st.salvages {
+		s.w.owned.Go(func() { s.w.salvageBatch(p, st.salvage) })
 	}
-	if b.alone || len(p.retries) == 0 { // progress: the next retry backs off afresh (joins waits for retryOut)
-		p.attempt = 0
-	}
-	w.salvageHead(p)
-	s.handOver(p)
-	w.mu.Unlock()
+	s.handOver(st.to)
 }
 
 // failed settles b refused or unanswered: it fails its transaction, or
@@ -74,6 +69,11 @@ func (s *sender) failed(b batch, err error) {
 	echo := !b.alone && b.h.ProducerID >= 0 && fenced(err)
 	if !echo {
 		if terr := w.refusedInTransaction(err); terr != nil { // tells the transaction: it must abort
+			if b.solo != nil {
+				s.handOver(p.aloneEnded(b, terr))
+				w.health.refused(terr, "produce to %s/%d in a transaction: %v", p.tp.topic, p.tp.id, terr)
+				return
+			}
 			s.failInTransaction(b, terr)
 			return
 		}
@@ -92,6 +92,10 @@ func (s *sender) failed(b batch, err error) {
 		}
 	}
 	abandoned := w.abandon.Err() != nil
+	if b.solo != nil && (abandoned || !perr.Transient) { // its salvage decides
+		s.handOver(p.aloneEnded(b, perr))
+		return
+	}
 	perr.Transient = perr.Transient || abandoned // dropped by next, not salvaged
 	moved := leaderMoved(err) || disconnected(err)
 	attempt := s.requeue(b, perr, moved)
@@ -103,32 +107,13 @@ func (s *sender) failed(b batch, err error) {
 	}
 }
 
-// requeue puts b, failed for perr, among its partition's retries, in the
-// partition's order whatever order the failures arrive in (a request that
-// could not leave fails before earlier ones out on a broken connection),
-// as the Java producer's insertInSequenceOrder; the retry is due after a
-// backoff grown by each failure in a row. It returns the partition's
-// failures in a row, for the log.
+// requeue puts b, failed for perr, among its partition's retries
+// (partition.requeue). It returns the partition's failures in a row, for
+// the log.
 func (s *sender) requeue(b batch, perr *Error, moved bool) (attempt int) {
-	w := s.w
-	p := b.p
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	p.out--
-	p.retryOut = p.retryOut && !b.retried // b, first among the retries again, keeps the others waiting
-	if p.out == 0 {
-		p.outConn = nil
-	}
-	b.err = perr
-	i, _ := slices.BinarySearchFunc(p.retries, b.order, func(r batch, order uint64) int { return cmp.Compare(r.order, order) })
-	p.retries = slices.Insert(p.retries, i, b)
-	p.retryAt = time.Now().Add(backoff.Delay(p.attempt, backoffMin, backoffMax))
-	p.relocate = p.relocate || moved
-	p.attempt++
-	attempt = p.attempt
-	w.salvageHead(p)
-	s.handOver(p)
-	return attempt
+	st := b.p.requeue(s.w, b, perr, moved)
+	s.after(b.p, st)
+	return st.attempt
 }
 
 // followLeader asks where topic's partitions lead now, in the background,
@@ -142,49 +127,26 @@ func (w *Writer) followLeader(topic string) {
 	})
 }
 
-// salvageHead starts the salvage of p's first retry once nothing of p is
-// out, when the broker refused it for what it is: its messages go one by
-// one (salvage), each dead-lettered if Kafka refuses it. The partition
-// stays busy meanwhile, so none of its later messages overtakes them. The
-// broker wrote none of the sequences stamped after the refused batch
-// (each needs its predecessor written), so its own sequence goes to the
-// salvage's messages, and the later retries are stamped again after them
-// (a new generation). Called with mu held.
-func (w *Writer) salvageHead(p *partition) {
-	if p.out > 0 || p.salvaging || len(p.retries) == 0 || p.retries[0].err.Transient {
-		return
+// salvageBatch salvages b, p's first retry, which the broker refused for
+// what it is (see partition.afterSettle): its messages go one by one,
+// then p goes on, or stops at the first that failed for good.
+func (w *Writer) salvageBatch(p *partition, b batch) {
+	failed := w.salvage(b)
+	to, stoppedNow := p.salvaged(b, failed)
+	p.report(w)
+	if stoppedNow {
+		w.log.Warn("an event failed for good: later events of its partition are not sent", slog.String("topic", p.tp.topic),
+			slog.Int("partition", p.tp.id), slog.Any("err", failed))
 	}
-	b := p.retries[0]
-	p.retries = slices.Delete(p.retries, 0, 1)
-	if s := p.seq; s != nil && b.h.ProducerID == s.id && b.h.ProducerEpoch == s.epoch && b.gen == s.gen {
-		s.next = b.h.BaseSequence
-		s.gen++
+	if to != nil {
+		to.signal()
 	}
-	p.salvaging = true
-	perr := b.err
-	w.owned.Go(func() {
-		failed := w.salvage(b.msgs, p.tp.id, perr)
-		w.resolved(b)
-		p.oneByOne.Lock()
-		defer p.oneByOne.Unlock()
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		p.salvaging = false
-		if failed != nil && p.stopped == nil {
-			p.stopped = failed
-			w.log.Warn("an event failed for good: later events of its partition are not sent", slog.String("topic", p.tp.topic),
-				slog.Int("partition", p.tp.id), slog.Any("err", failed))
-		}
-		if s := w.senders[p.leader]; s != nil {
-			s.signal()
-		}
-	})
 }
 
 // leaderMoved reports whether err says a partition's leader is not where
 // the writer thinks: the broker's answer, or kafka-go's transport refusing
-// to route the request (*rawproduce.Error; salvage's requests go through
-// it): its own metadata already saw the move (or the topic or partition
+// to route a request sent through it (*rawproduce.Error): its own
+// metadata already saw the move (or the topic or partition
 // gone), which the writer's has yet to learn.
 func leaderMoved(err error) bool {
 	return errors.Is(err, kafka.NotLeaderForPartition) || errors.Is(err, kafka.LeaderNotAvailable) ||
@@ -201,13 +163,13 @@ func disconnected(err error) bool {
 	return err != nil && !errors.As(err, new(kafka.Error))
 }
 
-// handOver wakes the sender that now carries p, when p moved to another
-// broker's sender while its batch was out: that sender skipped p as busy
-// and may be idle, and nothing else would wake it for p. (This sender asks
-// for its next request anyway once the answer is settled.) Called with mu
-// held.
-func (s *sender) handOver(p *partition) {
-	if to := s.w.senders[p.leader]; to != nil && to != s {
+// handOver wakes to, the sender that now carries a partition, when the
+// partition moved to another broker's sender while its batch was out:
+// that sender skipped it as busy and may be idle, and nothing else would
+// wake it for it. (This sender asks for its next request anyway once the
+// answer is settled.)
+func (s *sender) handOver(to *sender) {
+	if to != nil && to != s {
 		to.signal()
 	}
 }
@@ -218,10 +180,7 @@ func (w *Writer) relocate(p *partition) {
 	ctx, cancel := context.WithTimeout(w.abandon, 10*time.Second)
 	_, _ = w.lookup(ctx, p.tp.topic)
 	cancel()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	p.relocating = false
-	if s := w.senders[p.leader]; s != nil {
+	if s := p.relocated(); s != nil {
 		s.signal()
 	}
 }

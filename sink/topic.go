@@ -270,22 +270,3 @@ func (l *TopicLimit) reserve(topic string) {
 	l.reserved[topic] = struct{}{}
 	l.mu.Unlock()
 }
-
-// topicBusy reports whether any partition of topic has events queued, a
-// batch out, or a batch to retry. Called with mu held.
-func (w *Writer) topicBusy(topic string) bool {
-	for tp, p := range w.parts {
-		if tp.topic == topic && (len(p.buf) > 0 || p.busy() || len(p.retries) > 0 || len(p.reports.held) > 0) {
-			return true
-		}
-	}
-	return false
-}
-
-// forget drops what is cached about topic, so that the next lookup asks
-// the broker. A pending drain stays (see routes.draining).
-func (w *Writer) forget(topic string) {
-	w.mu.Lock()
-	delete(w.routes.counts, topic)
-	w.mu.Unlock()
-}

@@ -48,7 +48,7 @@ func (w *Writer) transactional() bool { return w.cfg.Transaction != nil }
 // Transaction's: its partitions' sequences start at 0 under it.
 func (w *Writer) startTransactional() {
 	id, epoch := w.cfg.Transaction.Producer()
-	w.idem.asked, w.idem.current = true, session{id: id, epoch: epoch}
+	w.idem.renewed(session{id: id, epoch: epoch})
 }
 
 // enlist adds the partitions of batches that the open transaction lacks.
@@ -113,79 +113,55 @@ func (w *Writer) refusedInTransaction(err error) error {
 // partition: nothing more is sent in a transaction that cannot commit.
 func (s *sender) failInTransaction(b batch, err error) {
 	w := s.w
-	b.fate = err
-	w.report(b)
-	w.mu.Lock()
-	b.p.out--
-	b.p.retryOut = b.p.retryOut && !b.retried
-	if b.p.stopped == nil {
-		b.p.stopped = err
-	}
-	s.handOver(b.p)
-	w.mu.Unlock()
+	to := b.p.refused(b, err)
+	b.p.report(w)
+	s.handOver(to)
 	w.health.refused(err, "produce %d messages to %s/%d in a transaction: %v", len(b.msgs), b.p.tp.topic, b.p.tp.id, err)
 }
 
-// errQueued is salvageOne's answer for a message whose dead letter went to
-// the queue: the dead letter's acknowledgement settles it.
-var errQueued = errors.New("dead letter queued")
-
 // queueDeadLetter sends the dead letter of msg, which the broker refused
 // for what it is (one says why), through the queue of its own partition,
-// so that it joins the open transaction, like every dead letter decided
-// before sending: a salvage may send only to the partition it holds, whose
-// sequence is its own meanwhile. Its acknowledgement settles msg's event
-// (the dead letter carries its token and the reason). It returns errQueued,
-// or why the dead-letter topic cannot take it.
-func (w *Writer) queueDeadLetter(topic string, dl kafka.Message, m meta, one *Error) (string, error) {
-	dl.WriterData = meta{token: m.token, lsn: m.lsn, table: m.table, reason: one.Reason}
-	if err := w.write(w.abandon, dl); err != nil {
-		return m.reason, fmt.Errorf("dead-letter the event the broker refused (%s): %w", one.Reason, err)
+// like every dead letter decided before sending, so that it joins the
+// open transaction of a transactional writer; a salvage sends only to the
+// partition it holds. The dead letter carries msg's token and the reason:
+// its fate is msg's, told to Done by the dead letter's partition.
+// queueDeadLetter waits for it, so that the salvage goes on (or stops
+// its partition) once msg is settled, as it would for a message of its
+// own; reported is true once Done was told.
+func (w *Writer) queueDeadLetter(topic string, dl kafka.Message, m meta, one *Error) (reason string, err error, reported bool) {
+	settled := make(chan error, 1)
+	dl.WriterData = meta{token: m.token, lsn: m.lsn, table: m.table, reason: one.Reason, settled: settled}
+	if err := w.write(w.abandon, dl, true); err != nil {
+		return m.reason, fmt.Errorf("dead-letter the event the broker refused (%s): %w", one.Reason, err), false
+	}
+	if err := <-settled; err != nil {
+		return one.Reason, err, true
 	}
 	w.counted(topic, string(dl.Key), one)
-	return one.Reason, errQueued
+	return one.Reason, nil, true
 }
-
-// errDeadLetterOutsideTransaction is a dead letter that a salvage would
-// have to send outside its transaction. It stops the relay (Retriable
-// false): every new session would publish up to the event and abort again,
-// while the slot pins WAL.
-var errDeadLetterOutsideTransaction error = stopError("exactly-once: Kafka refused the event for what it is, and its dead letter cannot join the transaction from here; lower --max-message-bytes to the topics' max.message.bytes so that such events are dead-lettered before they are sent")
-
-// stopError is a failure no new session mends.
-type stopError string
-
-func (e stopError) Error() string { return string(e) }
-
-// Retriable is false: the relay stops and says why.
-func (stopError) Retriable() bool { return false }
 
 // Flush, while on, sends what is queued at once instead of pacing requests
 // BatchTimeout apart: a Kafka commit waiting for the last acknowledgements
 // holds back every event behind it, so the last batches should not wait.
 func (w *Writer) Flush(on bool) {
 	w.flushing.Store(on)
-	if !on {
-		return
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, s := range w.senders {
-		s.signal()
+	if on {
+		w.index.wakeAll()
 	}
 }
 
 // inTransactionCount returns, for a transactional writer whose open
-// transaction holds events of topic while its count changed (draining),
-// the count its events were routed by, cut from c: a key's later events
-// stay in its old partition until the transaction commits. Its commit
-// markers reach the partitions one after the other, so the key's next
-// event, in a new partition of the same transaction, could be readable
-// before the earlier ones. The next transaction routes by the new count
-// (route), and is readable only after this one is. Called with mu held.
-func (w *Writer) inTransactionCount(topic string, c topicCount) (topicCount, bool) {
-	n, ok := w.routes.drainFrom[topic]
-	if !ok || !w.transactional() || !w.routes.draining[topic] || n > len(c.ids) {
+// transaction holds events of topic while its count changed (d, its
+// drain), the count its events were routed by, cut from c: a key's later
+// events stay in its old partition until the transaction commits. Its
+// commit markers reach the partitions one after the other, so the key's
+// next event, in a new partition of the same transaction, could be
+// readable before the earlier ones. The next transaction routes by the new
+// count (route), and is readable only after this one is.
+func (w *Writer) inTransactionCount(topic string, c topicCount, d drain) (topicCount, bool) {
+	n := d.from
+	if !d.fromOK || !w.transactional() || !d.on || n > len(c.ids) {
 		return topicCount{}, false
 	}
 	held := w.topicBusy(topic) // queued or out, so in this transaction

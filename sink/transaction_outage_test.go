@@ -41,12 +41,13 @@ func TestTransactionOutageLogged(t *testing.T) {
 	}
 	o, token := newOutcomes(), uint64(0)
 	own := &outagetest.Log{} // the writer's: its produce requests are told to the transaction's tracker
-	w := txnWriter(cluster, "outage", Config{Transaction: txn, Logger: own.Logger()}, o)
+	w := txnWriter(cluster, "outage", Config{Transaction: txn, Logger: own.Logger(),
+		RetryBackoffMin: 5 * time.Millisecond, RetryBackoffMax: 50 * time.Millisecond}, o)
 	publishTo(ctx, t, w, o, &token, 0, "before") // partition 0 in the transaction
-	// Produce retries back off from 100 ms, doubling, with jitter: the
-	// 6th attempt, the first sure to come a second after the first, may
-	// come 3.1 s after it.
-	const produceLasts, addLasts = 4 * time.Second, 2 * time.Second
+	// Produce retries back off from 5 ms, doubling up to 50 ms, with
+	// jitter: an outage is told once it lasted a second, and its end
+	// within 50 ms of the last refusal.
+	const produceLasts, addLasts = 1500 * time.Millisecond, 1500 * time.Millisecond
 	produce := failFor(cluster, kmsg.Produce, kerr.NotEnoughReplicas, produceLasts)
 	publishTo(ctx, t, w, o, &token, 0, "produce refused")
 	add := failFor(cluster, kmsg.AddPartitionsToTxn, kerr.CoordinatorNotAvailable, addLasts)

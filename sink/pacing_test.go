@@ -56,37 +56,15 @@ func TestRoundTripWithoutRenewal(t *testing.T) {
 	// requests out behind it.
 	faults := cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "rtt", Partitions: []int32{1}, Err: kerr.OutOfOrderSequenceNumber, Count: 1,
 		When: func(req kmsg.Request) bool { id, ok := batchPID(req, 1); return ok && id >= 0 }})
-	var maxRTT atomic.Int64
-	stop := make(chan struct{})
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		for {
-			w.mu.Lock()
-			for _, s := range w.senders {
-				if int64(s.rtt) > maxRTT.Load() {
-					maxRTT.Store(int64(s.rtt))
-				}
-			}
-			w.mu.Unlock()
-			select {
-			case <-stop:
-				return
-			case <-time.After(time.Millisecond):
-			}
-		}
-	}()
 	publish(1)
 	for range backlog {
 		publish(0)
 	}
 	f.wait(ctx, t, w)
-	close(stop)
-	<-watched
 	if faults.Hits() == 0 || inits.Load() < 2 {
 		t.Fatalf("no renewal (%d refusals, %d InitProducerID): the test proves nothing", faults.Hits(), inits.Load())
 	}
-	got := time.Duration(maxRTT.Load())
+	got := w.slowestRoundTrip()
 	t.Logf("renewal %s; longest round trip the sender recorded: %s; at most %d requests out at once", renewal, got, w.peakInFlight())
 	if got > renewal/2 {
 		t.Errorf("the sender recorded a round trip of %s against a broker answering in ~20 ms: the renewal while settling an earlier request counted in it", got)

@@ -2,8 +2,6 @@ package sink
 
 import (
 	"context"
-	"errors"
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -53,24 +51,7 @@ func TestSyncFailureBesidePipelined(t *testing.T) {
 		case 1:
 			<-gate
 		case 4: // B2's send: its connection breaks, and the broker cannot be dialed once
-			w.mu.Lock()
-			s := w.senders[0]
-			for tp, p := range w.parts {
-				t.Logf("at B2's send: %v out=%d buf=%d retries=%d next=%d reported=%d", tp, p.out, len(p.buf), len(p.retries), p.reports.next, p.reports.reported)
-			}
-			w.mu.Unlock()
-			s.conn.Close()
-			real := w.dialer.Dial
-			var once atomic.Bool
-			w.dialer.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
-				if once.CompareAndSwap(false, true) {
-					return nil, errors.New("connection refused (test)")
-				}
-				if real == nil {
-					return (&net.Dialer{}).DialContext(ctx, network, addr)
-				}
-				return real(ctx, network, addr)
-			}
+			w.breakConnection(0)
 		}
 	}
 	ctx, w0, f := keyedWriter(t, cluster, "mis", events, Config{BatchSize: 10, MaxInFlightRequests: 5, Hold: hold})

@@ -1,0 +1,198 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/outbox-cdc/outbox-cdc/internal/backoff"
+)
+
+// write hands msg to the async writer, retrying while the topic's metadata
+// cannot be had. A topic still missing after MissingTopicTimeout yields an
+// *Error with ReasonTopicMissing. owned: from a goroutine of the writer's
+// own (a salvage), which may queue after Close (see partition.push).
+func (w *Writer) write(ctx context.Context, msg kafka.Message, owned bool) error {
+	if w.missing.known(msg.Topic, w.cfg.MissingTopicTimeout) {
+		return &Error{Topic: msg.Topic, Reason: ReasonTopicMissing, Err: fmt.Errorf("topic does not exist (waited %s for it earlier)", w.cfg.MissingTopicTimeout)}
+	}
+	for attempt := 0; ; attempt++ {
+		err := w.enqueue(ctx, msg, owned)
+		if err == nil {
+			w.missing.found(msg.Topic)
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("publish to %s: %w", msg.Topic, context.Cause(ctx))
+		}
+		perr := classify(err)
+		perr.Topic = msg.Topic
+		if !perr.Transient {
+			return perr
+		}
+		switch {
+		case errors.Is(err, kafka.UnknownTopicOrPartition), errors.Is(err, kafka.LeaderNotAvailable):
+			// A topic being auto-created answers this way for a moment.
+			if w.missing.lost(msg.Topic) >= w.cfg.MissingTopicTimeout {
+				return &Error{Topic: msg.Topic, Reason: ReasonTopicMissing,
+					Err: fmt.Errorf("topic does not exist after %s (create it, or let the broker auto-create topics)", w.cfg.MissingTopicTimeout)}
+			}
+			w.log.Debug("topic not ready, retrying", slog.String("topic", msg.Topic), slog.Any("err", err))
+		default:
+			w.health.unavailable(msg.Topic, err)
+		}
+		select {
+		case <-time.After(backoff.Delay(attempt, w.backoffMin, w.backoffMax)):
+		case <-ctx.Done():
+			return fmt.Errorf("publish to %s: %w", msg.Topic, context.Cause(ctx))
+		}
+	}
+}
+
+// errClosed is an event handed over once the writer is closed.
+func errClosed(topic string) error {
+	return &Error{Topic: topic, Err: errors.New("writer closed")}
+}
+
+// enqueue routes msg to its partition and queues it there, telling the
+// partition leader's sender. It fails when the topic's partitions cannot
+// be learned (classified as for a produce). owned: see write.
+func (w *Writer) enqueue(ctx context.Context, msg kafka.Message, owned bool) error {
+	if w.closed.Load() && !owned {
+		return errClosed(msg.Topic)
+	}
+	for {
+		epoch := w.routes.epoch.Load()
+		c, id, err := w.place(ctx, &msg)
+		if err != nil {
+			return err
+		}
+		// Counted until queued, so that no drain ends meanwhile (route);
+		// routed by a count changed since, it is routed again.
+		w.enqueuing.Add(1)
+		if w.routes.epoch.Load() != epoch {
+			w.enqueuing.Add(-1)
+			continue
+		}
+		p := w.index.partition(topicPartition{msg.Topic, id})
+		s, full, fresh, err := p.push(w, msg, c.leaders[id], owned)
+		w.enqueuing.Add(-1)
+		w.launch(fresh)
+		if err != nil {
+			return err
+		}
+		s.enqueued(full)
+		return nil
+	}
+}
+
+// route returns the partitions and leaders to route topic's next event
+// by. While a drain is pending (the count changed) it waits until no
+// partition of the topic holds anything, so that one key's events are not
+// split across two partitions out of order; then the new count is used.
+// It never routes by a count older than the last one seen, but in the
+// open transaction of a transactional writer (inTransactionCount); named:
+// the row names its partition, which no count moves.
+func (w *Writer) route(ctx context.Context, topic string, named bool) (topicCount, error) {
+	for {
+		c, d, err := w.partitionIDs(ctx, topic)
+		if err != nil {
+			return topicCount{}, err
+		}
+		if old, held := w.inTransactionCount(topic, c, d); held {
+			if named {
+				return c, nil // the drain stays for the keyed rows
+			}
+			return old, nil
+		}
+		// No event is between its routing and its queue (enqueuing) and
+		// none is queued: nothing routed by the old count is left.
+		if d.on && w.enqueuing.Load() == 0 && !w.topicBusy(topic) && w.routes.drained(topic, d.gen) {
+			c, d, err = w.partitionIDs(ctx, topic)
+			if err != nil {
+				return topicCount{}, err
+			}
+		}
+		if !d.on && len(c.ids) == d.seen {
+			return c, nil
+		}
+		if !d.on {
+			continue // c predates a newer count that was forgotten since: ask again
+		}
+		select {
+		case <-ctx.Done():
+			return topicCount{}, fmt.Errorf("wait for %s's events queued under its old partition count: %w", topic, context.Cause(ctx))
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+// place routes msg's topic (see route) and returns its partition. A
+// partition named by the row and out of range is asked again once, after
+// the brokers are asked past every cache (recheck): the topic may have
+// just grown. msg waits meanwhile (its Publish does not return), so
+// nothing after it overtakes it.
+func (w *Writer) place(ctx context.Context, msg *kafka.Message) (topicCount, int, error) {
+	for fresh := false; ; fresh = true {
+		m, _ := msg.WriterData.(meta)
+		c, err := w.route(ctx, msg.Topic, m.partition != "")
+		if err != nil {
+			return topicCount{}, 0, err
+		}
+		id, err := w.routes.pick(msg, c.ids)
+		if err == nil {
+			return c, id, nil
+		}
+		var perr *Error
+		if fresh || !errors.As(err, &perr) || perr.Reason != ReasonPartitionOutOfRange {
+			return topicCount{}, 0, err
+		}
+		if err := w.recheck(ctx, msg.Topic); err != nil { // past every cache (recheck.go)
+			return topicCount{}, 0, err
+		}
+	}
+}
+
+// topicBusy reports whether any partition of topic holds anything
+// (partition.pending).
+func (w *Writer) topicBusy(topic string) bool {
+	busy := false
+	w.index.each(topic, func(p *partition) bool {
+		busy = !p.drained()
+		return !busy
+	})
+	return busy
+}
+
+// launch starts s, a sender just made (nil: none), in goroutines that
+// index.senderFor counted in owned.
+func (w *Writer) launch(s *sender) {
+	if s == nil {
+		return
+	}
+	go func() {
+		defer w.owned.Done()
+		s.run()
+	}()
+	go func() {
+		defer w.owned.Done()
+		s.receive()
+	}()
+}
+
+// batchOverhead is a record's framing in a batch, roughly, on top of its
+// key, value and headers.
+const batchOverhead = 64
+
+// recordSize is a record's weight against MaxMessageBytes.
+func recordSize(m *kafka.Message) int {
+	n := len(m.Key) + len(m.Value)
+	for _, h := range m.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
+}

@@ -1,0 +1,59 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync/atomic"
+	"time"
+)
+
+// Test hooks: what the tests cannot see, or break, through the Writer's
+// API and a fake cluster. They read the writer's own records (atomics,
+// and its parts through their owners' methods), never its locks.
+
+// peakInFlight returns the most produce requests a sender had out at
+// once: what pipelining reached.
+func (w *Writer) peakInFlight() int { return int(w.index.peak.Load()) }
+
+// slowestRoundTrip returns the longest round trip a sender recorded,
+// which paces a trickle beside a backlog (partition.dueAt).
+func (w *Writer) slowestRoundTrip() time.Duration { return time.Duration(w.index.slowest.Load()) }
+
+// topicsKept returns the most topics the writer keeps state for: in its
+// routes' maps, or partitions of distinct topics.
+func (w *Writer) topicsKept() int {
+	topics := map[string]bool{}
+	w.index.parts.Range(func(k, _ any) bool {
+		topics[k.(topicPartition).topic] = true
+		return true
+	})
+	return max(len(topics), w.routes.sizes())
+}
+
+// breakConnection closes broker's sender's connection, and fails the
+// sender's next dial: its next request finds the connection broken and
+// cannot dial it again at once. Call it from Config.Hold, which runs on
+// the sender's own goroutine, the owner of its connection and dialer.
+func (w *Writer) breakConnection(broker int32) {
+	s := w.index.running(broker)
+	if s == nil || s.conn == nil {
+		return
+	}
+	s.conn.Close()
+	real := w.dialer.Dial
+	var once atomic.Bool
+	w.dialer.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if once.CompareAndSwap(false, true) {
+			return nil, errors.New("connection refused (test)")
+		}
+		if real == nil {
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		}
+		return real(ctx, network, addr)
+	}
+}
+
+// forgetCount drops the writer's cached partition count of topic, as a
+// failed background refresh does (a pending drain stays).
+func (w *Writer) forgetCount(topic string) { w.routes.forget(topic) }
