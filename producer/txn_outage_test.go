@@ -18,9 +18,9 @@ import (
 // testGrace is the outage tracker's grace in these tests (a second in
 // production, outage.Grace): outages of a few times it prove the same
 // lines in a fraction of the time. The Txn's retries, 5 ms doubling,
-// come 155 and 315 ms after the first refusal: past the grace and well
-// within an outage of 3*testGrace.
-const testGrace = 200 * time.Millisecond
+// come 75, 155 and 315 ms after the first refusal: one past the grace
+// and within an outage of 3*testGrace, with 145 ms for the round trips.
+const testGrace = 100 * time.Millisecond
 
 // TestTxnOutageLogged: a transactional request the coordinator keeps
 // refusing for three times the tracker's grace, while the Txn retries it, is
