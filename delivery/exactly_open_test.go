@@ -131,7 +131,7 @@ func countRequests(c *kfake.Cluster, key kmsg.Key) *atomic.Int32 {
 // holding the slot unread until Postgres ends the connection.
 func TestOpenBounded(t *testing.T) {
 	was := openTimeout
-	openTimeout = 3 * time.Second // room for ApiVersions, FindCoordinator and InitProducerID before a held request on a loaded machine
+	openTimeout = time.Second // room for ApiVersions, FindCoordinator and InitProducerID (milliseconds against kfake) before a held request on a loaded machine
 	t.Cleanup(func() { openTimeout = was })
 	for _, tt := range []struct {
 		name   string
@@ -145,6 +145,7 @@ func TestOpenBounded(t *testing.T) {
 		{"Fetch", kmsg.Fetch, true, "read the last checkpoint", "at offset 0"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel() // a cluster of its own; openTimeout is restored after the last
 			c, r := openCluster(t)
 			if tt.record {
 				putCheckpoint(t, c, checkpoint.Key(openSystem.ID, "another_slot"), checkpoint.Record{

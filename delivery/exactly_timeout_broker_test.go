@@ -12,8 +12,12 @@ import (
 )
 
 // brokerTimeout is the --transaction-timeout of these tests: kfake's
-// coordinator aborts a transaction open longer, as Kafka's does.
-const brokerTimeout = 500 * time.Millisecond
+// coordinator aborts a transaction open longer, as Kafka's does (to the
+// millisecond: a timer per transaction). It is short, for the tests wait
+// out several of it, and long beside what a fence takes against kfake
+// (InitProducerID and a checkpoint read, a few milliseconds), which must
+// not be judged an abort by timeout.
+const brokerTimeout = 300 * time.Millisecond
 
 // openTimed opens a session's exactly-once against kfake with the
 // transaction timeout brokerTimeout; finish is called at the test's end.
@@ -50,6 +54,7 @@ func handOne(t *testing.T, ctx context.Context, x *exactly, xid uint32, commit p
 // aborted so twice stops the relay. A fence by another instance taking
 // the transactional id, before the timeout, is not judged one.
 func TestBrokerTimeoutJudged(t *testing.T) {
+	t.Parallel() // waits on the coordinator's clock, with a cluster of its own
 	t.Run("the coordinator's timeout", func(t *testing.T) {
 		_, r := openCluster(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -101,6 +106,7 @@ func TestBrokerTimeoutJudged(t *testing.T) {
 // a Postgres transaction neither aborts it nor makes a fence look like an
 // abort by timeout.
 func TestTransactionClockStartsAtFirstEvent(t *testing.T) {
+	t.Parallel() // waits on the coordinator's clock, with a cluster of its own
 	_, r := openCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -211,7 +211,7 @@ func TestReadCheckpointWaitsForOpenTransactions(t *testing.T) {
 			b.put(keyA, at(t, 20))
 			a.txn(true, keyA, at(t, 30))
 
-			short, cancel := context.WithTimeout(context.Background(), time.Second)
+			short, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
 			defer cancel()
 			if _, _, err := cl.ReadCheckpoint(short, ckptTopic, keyA); !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("read with a transaction open: %v, want a deadline error", err)
@@ -219,7 +219,7 @@ func TestReadCheckpointWaitsForOpenTransactions(t *testing.T) {
 			ended := make(chan struct{})
 			go func() {
 				defer close(ended)
-				time.Sleep(300 * time.Millisecond)
+				time.Sleep(100 * time.Millisecond)
 				b.end(commit)
 			}()
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

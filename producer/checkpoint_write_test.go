@@ -86,16 +86,20 @@ func TestCheckpointWriteDuplicateSequence(t *testing.T) {
 }
 
 // TestCheckpointWriteOutageLogged: a checkpoint record the partition's leader
-// refuses for two seconds, retried until written, is one warning naming
+// refuses for longer than the tracker's grace, retried until written, is one warning naming
 // the request and one line saying it recovered and after how long, told
 // by the tracker of the record's transaction.
 func TestCheckpointWriteOutageLogged(t *testing.T) {
+	// The writer retries after 25-50 ms, then each wait doubles: its fourth
+	// retry comes 175-350 ms after the first refusal, within the outage and
+	// past the grace whatever the jitter.
+	const grace, lasts = 100 * time.Millisecond, 400 * time.Millisecond
 	cluster, cl := newCheckpointCluster(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	logs := &outagetest.Log{}
 	txn, err := cl.NewTxn(TxnConfig{TransactionalID: "outage",
-		Timeout: 30 * time.Second, RetryBackoff: 5 * time.Millisecond, Logger: logs.Logger()})
+		Timeout: 30 * time.Second, RetryBackoff: 5 * time.Millisecond, Logger: logs.Logger(), Outage: outage.NewAfter(logs.Logger(), grace)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +113,6 @@ func TestCheckpointWriteOutageLogged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const lasts = 2 * time.Second
 	var first atomic.Int64
 	refused := cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.NotEnoughReplicas, Count: -1, When: func(kmsg.Request) bool {
 		now := time.Now().UnixNano()

@@ -11,26 +11,34 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/outbox-cdc/outbox-cdc/internal/outage"
 	"github.com/outbox-cdc/outbox-cdc/internal/outage/outagetest"
 )
 
+// testGrace is the outage tracker's grace in these tests (a second in
+// production, outage.Grace): outages of a few times it prove the same
+// lines in a fraction of the time. The Txn's retries, 5 ms doubling,
+// come 75, 155 and 315 ms after the first refusal: one past the grace
+// and within an outage of 3*testGrace, with 145 ms for the round trips.
+const testGrace = 100 * time.Millisecond
+
 // TestTxnOutageLogged: a transactional request the coordinator keeps
-// refusing for two seconds, while the Txn retries it, is one warning
-// naming the request, however many attempts fail, and, once it is
-// answered, one line saying how long the outage lasted; a second outage
-// gets a pair of its own, and a refusal shorter than a second says
-// nothing.
+// refusing for three times the tracker's grace, while the Txn retries it, is
+// one warning naming the request, however many attempts fail, and, once
+// it is answered, one line saying how long the outage lasted; a second
+// outage gets a pair of its own, and a refusal shorter than the grace
+// says nothing.
 func TestTxnOutageLogged(t *testing.T) {
 	cases := []struct {
 		key     kmsg.Key
 		lasts   time.Duration
 		request string // the request the warning names; "": no line
 	}{
-		{kmsg.FindCoordinator, 2 * time.Second, "FindCoordinator"},
-		{kmsg.InitProducerID, 2 * time.Second, "InitProducerID"},
-		{kmsg.AddPartitionsToTxn, 2 * time.Second, "AddPartitionsToTxn"},
-		{kmsg.EndTxn, 2 * time.Second, "EndTxn(commit)"},
-		{kmsg.EndTxn, 300 * time.Millisecond, ""},
+		{kmsg.FindCoordinator, 3 * testGrace, "FindCoordinator"},
+		{kmsg.InitProducerID, 3 * testGrace, "InitProducerID"},
+		{kmsg.AddPartitionsToTxn, 3 * testGrace, "AddPartitionsToTxn"},
+		{kmsg.EndTxn, 3 * testGrace, "EndTxn(commit)"},
+		{kmsg.EndTxn, 3 * testGrace / 10, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.key.Name()+"/"+tc.lasts.String(), func(t *testing.T) {
@@ -68,13 +76,14 @@ func TestTxnOutageLogged(t *testing.T) {
 	}
 }
 
-// newLoggedWriter is newWriter logging to logs.
+// newLoggedWriter is newWriter logging to logs, its outages warned of
+// after testGrace.
 func newLoggedWriter(t *testing.T, c *kfake.Cluster, id string, logs *outagetest.Log) *txnWriter {
 	t.Helper()
 	tr := &kafka.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
 	txn, err := NewTxn(TxnConfig{Addr: kafka.TCP(c.ListenAddrs()...), Transport: tr, TransactionalID: id, Timeout: 30 * time.Second,
-		RetryBackoff: 5 * time.Millisecond, Logger: logs.Logger()})
+		RetryBackoff: 5 * time.Millisecond, Logger: logs.Logger(), Outage: outage.NewAfter(logs.Logger(), testGrace)})
 	if err != nil {
 		t.Fatal(err)
 	}

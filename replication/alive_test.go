@@ -126,7 +126,10 @@ func TestAPeerThatStopsReadingEndsTheSession(t *testing.T) {
 	}
 	progress := &fakeProgress{confirmed: start}
 	cfg := testConfig()
-	cfg.ReceiveTimeout = 4 * time.Second
+	// The loop comes round at least every ConfirmEvery (100 ms) while it
+	// is not stuck: a beat stale for stuck means the write blocks.
+	cfg.ReceiveTimeout = 1500 * time.Millisecond
+	const stuck = 500 * time.Millisecond
 	s := newStream(cfg, pgConn{pc}, progress)
 	s.streaming = true
 	done := make(chan error, 1)
@@ -138,7 +141,7 @@ func TestAPeerThatStopsReadingEndsTheSession(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		at, ok := s.Alive()
-		if ok && time.Since(at) > time.Second {
+		if ok && time.Since(at) > stuck {
 			break // stuck in the write
 		}
 		select {
@@ -149,7 +152,7 @@ func TestAPeerThatStopsReadingEndsTheSession(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the loop still comes round %s ago after 20 s of a peer that reads nothing", time.Since(at))
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
 	select {
 	case err := <-done:

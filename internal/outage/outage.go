@@ -29,8 +29,9 @@ const maxErrLen = 300
 // outage: a broker answering is what the operator waits for. Its methods
 // may be called from any goroutine; a nil Tracker tracks nothing.
 type Tracker struct {
-	log *slog.Logger
-	now func() time.Time
+	log   *slog.Logger
+	now   func() time.Time
+	grace time.Duration // how long failures last before a warning: Grace unless NewAfter said
 
 	failing atomic.Bool // a failure since the last success: Succeeded takes the lock only then
 
@@ -41,13 +42,25 @@ type Tracker struct {
 	warned bool       // this outage was logged
 }
 
-// New returns a Tracker logging to log.
+// New returns a Tracker logging to log, warning of failures that have
+// lasted Grace.
 func New(log *slog.Logger) *Tracker {
-	return &Tracker{log: log, now: time.Now}
+	return NewAfter(log, Grace)
+}
+
+// NewAfter returns a Tracker logging to log that warns of failures once
+// they have lasted grace instead of Grace: for a caller whose requests
+// are retried on another scale (a test's, whose outages last a fraction
+// of a second). A grace of zero or less is Grace.
+func NewAfter(log *slog.Logger, grace time.Duration) *Tracker {
+	if grace <= 0 {
+		grace = Grace
+	}
+	return &Tracker{log: log, now: time.Now, grace: grace}
 }
 
 // Failed records a failed attempt of request what (its name, such as
-// EndTxn(commit), or produce), with err. Once failures have lasted Grace
+// EndTxn(commit), or produce), with err. Once failures have lasted its grace
 // with no success between, it logs one warning for the outage, naming
 // what and err, and returns true.
 func (t *Tracker) Failed(what string, err error) bool {
@@ -62,7 +75,7 @@ func (t *Tracker) Failed(what string, err error) bool {
 		t.failing.Store(true)
 	}
 	t.what, t.last = what, short(err)
-	if t.warned || now.Sub(t.since) < Grace {
+	if t.warned || now.Sub(t.since) < t.grace {
 		return false
 	}
 	t.warned = true

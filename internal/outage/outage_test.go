@@ -137,3 +137,33 @@ func TestTrackerNil(t *testing.T) {
 		t.Error("a nil Tracker is failing")
 	}
 }
+
+// TestTrackerGrace: NewAfter's tracker warns once failures have lasted its
+// grace, shorter or longer than Grace; a grace of zero is Grace.
+func TestTrackerGrace(t *testing.T) {
+	cases := []struct {
+		grace   time.Duration
+		quiet   time.Duration // failures this long say nothing
+		warnsAt time.Duration
+	}{
+		{100 * time.Millisecond, 99 * time.Millisecond, 100 * time.Millisecond},
+		{3 * time.Second, 2 * time.Second, 3 * time.Second},
+		{0, Grace - time.Millisecond, Grace},
+	}
+	for _, tc := range cases {
+		t.Run(tc.grace.String(), func(t *testing.T) {
+			tr, clock := NewAfter((&outagetest.Log{}).Logger(), tc.grace), time.Now()
+			at := func(d time.Duration) { tr.now = func() time.Time { return clock.Add(d) } }
+			at(0)
+			tr.Failed("produce", errors.New("down"))
+			at(tc.quiet)
+			if tr.Failed("produce", errors.New("down")) {
+				t.Errorf("warned after %s, before the grace", tc.quiet)
+			}
+			at(tc.warnsAt)
+			if !tr.Failed("produce", errors.New("down")) {
+				t.Errorf("no warning after %s", tc.warnsAt)
+			}
+		})
+	}
+}
