@@ -31,7 +31,7 @@ func TestBackfillCommitsInExactlyOnce(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := testConfig()
 			cfg.Mode = tt.mode
-			b := New(cfg, Env{}).Backfill(tt.force, tt.heal)
+			b := mustNew(t, cfg, stubEnv(t)).Backfill(tt.force, tt.heal)
 			if commits := b.Committed() != nil; commits != tt.commits {
 				t.Errorf("commits %v, want %v", commits, tt.commits)
 			}
@@ -54,7 +54,7 @@ func TestBackfillWrites(t *testing.T) {
 		txn  bool
 	}{
 		{"exactly once", m.Backfill(false, false), true},
-		{"at least once", New(Config{Mode: AtLeastOnce}, Env{Log: slog.New(slog.DiscardHandler)}).Backfill(false, false), false},
+		{"at least once", mustNew(t, Config{Mode: AtLeastOnce}, Env{Log: slog.New(slog.DiscardHandler)}).Backfill(false, false), false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

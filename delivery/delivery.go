@@ -35,8 +35,8 @@ const (
 
 // modes is where each Name is wired to its implementation: a new mode is
 // its own file here and one line in this map.
-var modes = map[Name]func(Config, Env) Mode{
-	AtLeastOnce: func(Config, Env) Mode { return atLeastOnceMode{} },
+var modes = map[Name]func(Config, Env) (Mode, error){
+	AtLeastOnce: func(Config, Env) (Mode, error) { return atLeastOnceMode{}, nil },
 	ExactlyOnce: newExactlyOnceMode,
 }
 
@@ -74,8 +74,8 @@ type Config struct {
 
 // Env is what a mode asks of the process around it: a logger, the brokers,
 // the metrics it reports to, and the Postgres questions the relay answers.
-// Exactly-once needs Connect, Identify, SlotPosition and NextXid; a nil
-// metrics func is not called.
+// Exactly-once needs Connect, Identify, SlotPosition and NextXid (New
+// refuses it without them); a nil metrics func is not called.
 type Env struct {
 	Log *slog.Logger
 	// Connect returns a connection to the brokers for transactions and
@@ -102,16 +102,18 @@ type Env struct {
 }
 
 // New returns the mode cfg names (at-least-once when it names none the
-// package knows: relay's Config.Validate refuses those). The mode lasts
+// package knows: relay's Config.Validate refuses those), or an error naming
+// the Config or Env func the mode calls and was not given. The mode lasts
 // across sessions.
-func New(cfg Config, env Env) Mode {
+func New(cfg Config, env Env) (Mode, error) {
 	if env.Log == nil {
 		env.Log = slog.New(slog.DiscardHandler)
 	}
-	if m, ok := modes[cfg.Mode]; ok {
-		return m(cfg, env)
+	m, ok := modes[cfg.Mode]
+	if !ok {
+		return atLeastOnceMode{}, nil
 	}
-	return atLeastOnceMode{}
+	return m(cfg, env)
 }
 
 // Mode is a delivery mode as the relay drives it: readied once before the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -29,7 +30,29 @@ type exactlyOnceMode struct {
 	timeouts txnTimeouts
 }
 
-func newExactlyOnceMode(cfg Config, env Env) Mode { return &exactlyOnceMode{cfg: cfg, env: env} }
+// newExactlyOnceMode refuses a Config or Env without a func exactly-once
+// calls (it would panic at its first call), naming each missing one.
+func newExactlyOnceMode(cfg Config, env Env) (Mode, error) {
+	var missing []string
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"Config.TransactionalID", cfg.TransactionalID != nil},
+		{"Env.Connect", env.Connect != nil},
+		{"Env.Identify", env.Identify != nil},
+		{"Env.SlotPosition", env.SlotPosition != nil},
+		{"Env.NextXid", env.NextXid != nil},
+	} {
+		if !f.set {
+			missing = append(missing, f.name)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("delivery %s needs %s", cfg.Mode, strings.Join(missing, ", "))
+	}
+	return &exactlyOnceMode{cfg: cfg, env: env}, nil
+}
 
 // Ready creates the checkpoint topic, or checks it, before the first
 // session.

@@ -3,7 +3,6 @@ package delivery
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -37,11 +36,10 @@ func openCluster(t *testing.T) (*kfake.Cluster, *exactlyOnceMode) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	m := New(testConfig(), Env{
-		Log:     slog.New(slog.DiscardHandler),
-		Connect: func() *producer.Cluster { return producer.Connect(sink.Security{}, c.ListenAddrs(), 0) },
-		NextXid: func(context.Context) (uint64, error) { return 0, errors.New("no server") },
-	})
+	env := stubEnv(t)
+	env.Connect = func() *producer.Cluster { return producer.Connect(sink.Security{}, c.ListenAddrs(), 0) }
+	env.NextXid = func(context.Context) (uint64, error) { return 0, errors.New("no server") }
+	m := mustNew(t, testConfig(), env)
 	return c, m.(*exactlyOnceMode)
 }
 
@@ -141,7 +139,7 @@ func TestOpenBounded(t *testing.T) {
 		cause  string // and of the request held
 	}{
 		{"InitProducerID", kmsg.InitProducerID, false, "take the transactional id", "InitProducerID"},
-		{"ListOffsets", kmsg.ListOffsets, false, "read the last checkpoint", "list offsets"},
+		{"ListOffsets", kmsg.ListOffsets, false, "read the last checkpoint", "offsets of " + checkpointTopic},
 		{"Fetch", kmsg.Fetch, true, "read the last checkpoint", "at offset 0"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

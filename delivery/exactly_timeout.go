@@ -126,7 +126,10 @@ func (e *txnTimeoutError) Error() string {
 func (e *txnTimeoutError) Unwrap() error { return e.err }
 
 // stop is the relay's last word once e's Postgres transaction was aborted
-// by timeout a second time.
+// by timeout a second time. Like the warnings of this room, it names the
+// flags, not Config fields: it is no ConfigError for config/ to translate
+// but run-time advice to whoever runs the command (in-process, they are
+// Delivery.TransactionTimeout and Delivery.Mode).
 func (e *txnTimeoutError) stop() error {
 	return stopError(fmt.Sprintf("exactly-once: Postgres transaction xid %d (commit %s) cannot be streamed within --transaction-timeout %s: "+
 		"the broker aborted the Kafka transaction holding it twice, the last time after %s open, %d events (%d bytes) of it sent in %s. "+

@@ -121,7 +121,9 @@ func TestTransactionTimeoutStops(t *testing.T) {
 func TestTimeoutCountedAndSaid(t *testing.T) {
 	var logs strings.Builder
 	counted := 0
-	m := New(testConfig(), Env{Log: slog.New(slog.NewTextHandler(&logs, nil)), TransactionTimedOut: func() { counted++ }})
+	env := stubEnv(t)
+	env.Log, env.TransactionTimedOut = slog.New(slog.NewTextHandler(&logs, nil)), func() { counted++ }
+	m := mustNew(t, testConfig(), env)
 	aborted := func() error {
 		return &txnTimeoutError{pg: pgTxn{xid: 7, commit: 0x2f0, events: 3, bytes: 3000}, open: time.Minute, timeout: time.Minute,
 			err: &producer.TxnError{Op: "EndTxn", Kind: producer.ErrFenced, Err: kafka.ProducerFenced}}
@@ -141,7 +143,7 @@ func TestTimeoutCountedAndSaid(t *testing.T) {
 	if counted != 2 {
 		t.Errorf("counted %d aborts by timeout, want 2", counted)
 	}
-	if stop, timedOut := New(Config{Mode: AtLeastOnce}, Env{}).Judge(aborted()); stop != nil || timedOut {
+	if stop, timedOut := mustNew(t, Config{Mode: AtLeastOnce}, Env{}).Judge(aborted()); stop != nil || timedOut {
 		t.Errorf("at least once judged an error: stop %v, timed out %v", stop, timedOut)
 	}
 }

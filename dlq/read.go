@@ -107,11 +107,11 @@ func offsetsOf(ctx context.Context, cluster *producer.Cluster, topic string) (ma
 	case errors.As(err, &te):
 		return nil, fmt.Errorf("dead-letter topic %s: %w", topic, te.Err)
 	case err != nil:
-		return nil, fmt.Errorf("dead-letter topic %s: %w", topic, err)
+		return nil, fmt.Errorf("dead-letter topic: %w", err) // err names the topic
 	}
 	offsets, err := cluster.Offsets(ctx, topic, parts)
 	if err != nil {
-		return nil, fmt.Errorf("dead-letter topic %s: %w", topic, err)
+		return nil, fmt.Errorf("dead-letter topic: %w", err)
 	}
 	return offsets, nil
 }

@@ -51,16 +51,17 @@ func fetch(ctx context.Context, client *kafka.Client, topic string, p int, offse
 			Partition: int32(p), CurrentLeaderEpoch: -1, FetchOffset: offset, LogStartOffset: -1, PartitionMaxBytes: maxBytes,
 		}}}},
 	}}
+	// The caller's error names the topic, partition and offset.
 	m, err := transport.RoundTrip(ctx, client.Addr, ex)
 	if err != nil {
-		return nil, fmt.Errorf("fetch %s/%d at %d: %w", topic, p, offset, err)
+		return nil, err
 	}
 	res, ok := m.(*scanned)
 	if !ok {
-		return nil, fmt.Errorf("fetch %s/%d at %d: unexpected answer %T", topic, p, offset, m)
+		return nil, fmt.Errorf("unexpected fetch answer %T", m)
 	}
 	if res.errorCode != 0 {
-		return nil, fmt.Errorf("fetch %s/%d at %d: %w", topic, p, offset, kafka.Error(res.errorCode))
+		return nil, kafka.Error(res.errorCode)
 	}
 	return res, nil
 }
@@ -136,11 +137,18 @@ func (ex *exchange) read(w *wire) (*scanned, error) {
 	if topics := w.int32(); w.err == nil && topics != 1 {
 		return nil, fmt.Errorf("%d topics in the answer, want 1", topics)
 	}
-	w.skip(int64(w.int16())) // the topic's name
+	asked := ex.Request.Topics[0]
+	name := make([]byte, max(w.int16(), 0)) // at most 32 KiB
+	w.read(name)
+	if w.err == nil && string(name) != asked.Topic {
+		return nil, fmt.Errorf("an answer for topic %q, asked for %q", name, asked.Topic)
+	}
 	if partitions := w.int32(); w.err == nil && partitions != 1 {
 		return nil, fmt.Errorf("%d partitions in the answer, want 1", partitions)
 	}
-	w.int32() // the partition
+	if p := w.int32(); w.err == nil && p != asked.Partitions[0].Partition {
+		return nil, fmt.Errorf("an answer for partition %d, asked for %d", p, asked.Partitions[0].Partition)
+	}
 	if code := w.int16(); code != 0 && res.errorCode == 0 {
 		res.errorCode = code
 	}

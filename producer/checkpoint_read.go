@@ -121,7 +121,7 @@ func (rd *reader) readFrom(ctx context.Context, offset int64) error {
 				rd.key, rd.topic, rd.partition, offset, rd.end, rd.lso, cause)
 		}
 		if err != nil {
-			return err
+			return fmt.Errorf("read checkpoint of %s from %s/%d at offset %d: %w", rd.key, rd.topic, rd.partition, offset, err)
 		}
 		if next == offset { // an open transaction holds the rest: wait for its end
 			select {
@@ -147,30 +147,15 @@ func ended(ctx context.Context) error {
 	return nil
 }
 
-// bounds returns partition p's log start offset and high watermark.
+// bounds returns partition p's log start offset and high watermark, or an
+// error when the answer leaves p out (see Offsets): never offsets of 0
+// that would read as no checkpoint.
 func (c *Cluster) bounds(ctx context.Context, topic string, p int) (first, end int64, err error) {
-	for i, at := range []int64{kafka.FirstOffset, kafka.LastOffset} {
-		// One request each: a broker may refuse a partition twice in one.
-		res, err := c.client.ListOffsets(ctx, &kafka.ListOffsetsRequest{
-			Topics: map[string][]kafka.OffsetRequest{topic: {{Partition: p, Timestamp: at}}},
-		})
-		if err != nil {
-			return 0, 0, fmt.Errorf("list offsets of %s/%d: %w", topic, p, err)
-		}
-		offsets := res.Topics[topic]
-		if len(offsets) != 1 {
-			return 0, 0, fmt.Errorf("list offsets of %s/%d: %d answers", topic, p, len(offsets))
-		}
-		if offsets[0].Error != nil {
-			return 0, 0, fmt.Errorf("list offsets of %s/%d: %w", topic, p, offsets[0].Error)
-		}
-		if i == 0 {
-			first = offsets[0].FirstOffset
-		} else {
-			end = offsets[0].LastOffset
-		}
+	offsets, err := c.Offsets(ctx, topic, []int32{int32(p)})
+	if err != nil {
+		return 0, 0, err
 	}
-	return first, end, nil
+	return offsets[int32(p)].First, offsets[int32(p)].End, nil
 }
 
 // reader reads one key's records from one partition, across fetches.

@@ -1,9 +1,11 @@
 package producer
 
 import (
+	"context"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
 )
 
 // Clients makes a kafka-go client of a list of brokers, connecting as the
@@ -42,6 +44,21 @@ func NewCluster(client *kafka.Client) *Cluster { return &Cluster{client: client}
 func (c *Cluster) NewTxn(cfg TxnConfig) (*Txn, error) {
 	cfg.Addr, cfg.Transport = c.client.Addr, c.client.Transport
 	return NewTxn(cfg)
+}
+
+// roundTrip sends msg through the client's transport, bounded by the
+// client's timeout, as kafka-go's Client does with its own requests.
+func (c *Cluster) roundTrip(ctx context.Context, msg protocol.Message) (protocol.Message, error) {
+	if c.client.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.client.Timeout)
+		defer cancel()
+	}
+	transport := c.client.Transport
+	if transport == nil {
+		transport = kafka.DefaultTransport
+	}
+	return transport.RoundTrip(ctx, c.client.Addr, msg)
 }
 
 // Close closes the Cluster's idle broker connections.

@@ -6,9 +6,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol/listoffsets"
 
 	"github.com/outbox-cdc/outbox-cdc/internal/kwire"
 )
@@ -60,7 +63,9 @@ func (e *TopicError) Unwrap() error { return e.Err }
 // Partitions returns the ids of topic's partitions, as the brokers'
 // metadata (cached by the transport for a few seconds) has them. A
 // *TopicError is the brokers' answer about the topic; any other error a
-// failure to ask.
+// failure to ask, or an answer whose ids are not 0 to n-1 each once (a
+// topic's partitions are): a partition named twice would be read twice,
+// one left out skipped.
 func (c *Cluster) Partitions(ctx context.Context, topic string) ([]int32, error) {
 	md, err := c.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
 	if err != nil {
@@ -72,9 +77,13 @@ func (c *Cluster) Partitions(ctx context.Context, topic string) ([]int32, error)
 	if err := md.Topics[0].Error; err != nil {
 		return nil, &TopicError{Topic: topic, Err: err}
 	}
-	ids := make([]int32, len(md.Topics[0].Partitions))
-	for i, p := range md.Topics[0].Partitions {
-		ids[i] = int32(p.ID)
+	parts := md.Topics[0].Partitions
+	ids, seen := make([]int32, len(parts)), make([]bool, len(parts))
+	for i, p := range parts {
+		if p.ID < 0 || p.ID >= len(parts) || seen[p.ID] {
+			return nil, fmt.Errorf("metadata of %s: partition %s/%d in an answer of %d partitions, or twice", topic, topic, p.ID, len(parts))
+		}
+		ids[i], seen[p.ID] = int32(p.ID), true
 	}
 	return ids, nil
 }
@@ -86,39 +95,77 @@ type Offsets struct {
 }
 
 // Offsets returns the offsets of topic's partitions, in two requests (one
-// for the log starts, one for the ends) whatever their number.
+// for the log starts, one for the ends) whatever their number. Each
+// partition asked for has its offsets, or it is an error naming it: a read
+// of the topic never skips a partition the brokers failed to answer for.
 func (c *Cluster) Offsets(ctx context.Context, topic string, partitions []int32) (map[int32]Offsets, error) {
-	out := make(map[int32]Offsets, len(partitions))
-	for _, at := range []int64{kafka.FirstOffset, kafka.LastOffset} {
-		req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
-		for _, p := range partitions {
-			req.Topics[topic] = append(req.Topics[topic], kafka.OffsetRequest{Partition: int(p), Timestamp: at})
+	firsts, err := c.offsetsAt(ctx, topic, partitions, kafka.FirstOffset)
+	if err != nil {
+		return nil, err
+	}
+	ends, err := c.offsetsAt(ctx, topic, partitions, kafka.LastOffset)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int32]Offsets, len(firsts))
+	for p, first := range firsts {
+		if end := ends[p]; first < 0 || end < first {
+			return nil, fmt.Errorf("offsets of %s/%d: log start %d, end %d", topic, p, first, end)
 		}
-		res, err := c.client.ListOffsets(ctx, req)
-		if err != nil {
-			return nil, fmt.Errorf("offsets of %s: %w", topic, err)
-		}
-		answered := 0
-		for _, po := range res.Topics[topic] {
-			if po.Error != nil {
-				return nil, fmt.Errorf("offsets of %s/%d: %w", topic, po.Partition, po.Error)
-			}
-			o, ok := out[int32(po.Partition)]
-			if at == kafka.FirstOffset {
-				o.First, ok = po.FirstOffset, true
-			} else if ok {
-				o.End = po.LastOffset
-			}
-			if ok {
-				out[int32(po.Partition)] = o
-				answered++
-			}
-		}
-		if answered != len(partitions) {
-			return nil, fmt.Errorf("offsets of %s: %d partitions answered of %d", topic, answered, len(partitions))
-		}
+		out[p] = Offsets{First: firsts[p], End: ends[p]}
 	}
 	return out, nil
+}
+
+// offsetsAt returns the offset at (kafka.FirstOffset or LastOffset) of each
+// partition asked for. It reads the answer itself, not through kafka-go's
+// Client.ListOffsets, which fills a partition left out of the answer with
+// offset 0 and files one never asked for under partition 0. An answer's
+// row of another topic, or of a partition not asked for, is left out; a
+// partition answered twice, or not at all, is an error naming it.
+func (c *Cluster) offsetsAt(ctx context.Context, topic string, partitions []int32, at int64) (map[int32]int64, error) {
+	asked := make(map[int32]bool, len(partitions))
+	req := &listoffsets.Request{ReplicaID: -1, Topics: []listoffsets.RequestTopic{{Topic: topic}}}
+	for _, p := range partitions {
+		if !asked[p] {
+			asked[p] = true
+			req.Topics[0].Partitions = append(req.Topics[0].Partitions, listoffsets.RequestPartition{Partition: p, CurrentLeaderEpoch: -1, Timestamp: at})
+		}
+	}
+	m, err := c.roundTrip(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("offsets of %s: %w", topic, err)
+	}
+	res, ok := m.(*listoffsets.Response)
+	if !ok {
+		return nil, fmt.Errorf("offsets of %s: unexpected answer %T", topic, m)
+	}
+	got, twice := make(map[int32]int64, len(asked)), map[int32]bool{}
+	for _, t := range res.Topics {
+		for _, po := range t.Partitions {
+			if t.Topic != topic || !asked[po.Partition] {
+				continue
+			}
+			if po.ErrorCode != 0 {
+				return nil, fmt.Errorf("offsets of %s/%d: %w", topic, po.Partition, kafka.Error(po.ErrorCode))
+			}
+			_, twice[po.Partition] = got[po.Partition]
+			got[po.Partition] = po.Offset
+		}
+	}
+	// A partition answered twice is most often another's answer: name the
+	// one left out first.
+	for _, p := range slices.Sorted(maps.Keys(asked)) {
+		if _, ok := got[p]; !ok {
+			return nil, fmt.Errorf("offsets of %s/%d: not in the broker's answer", topic, p)
+		}
+	}
+	for _, p := range slices.Sorted(maps.Keys(twice)) {
+		if twice[p] {
+			return nil, fmt.Errorf("offsets of %s/%d: answered twice", topic, p)
+		}
+	}
+	return got, nil
 }
 
 // A topic read's bounds on what a compressed batch inflates to: one record

@@ -17,8 +17,10 @@ import (
 
 // newDelivery wires the relay's delivery mode (package delivery): the
 // pipeline, the sessions and the backfill call it and never ask which mode
-// it is. It lasts as long as the relay.
-func (r *Relay) newDelivery() delivery.Mode {
+// it is. It lasts as long as the relay. The error is delivery's refusal of
+// a func it needs and was not given: a bug here, not a configuration
+// mistake.
+func (r *Relay) newDelivery() (delivery.Mode, error) {
 	cfg := r.cfg
 	return delivery.New(delivery.Config{
 		Mode: cfg.Delivery.Mode, Slot: cfg.Slot.Name, TransactionalID: cfg.TransactionalID,

@@ -111,7 +111,11 @@ func TestLiveShowsTheDeliveryPosition(t *testing.T) {
 			cfg.Delivery.Mode = tt.mode
 			r := &Relay{cfg: cfg, log: slog.New(slog.DiscardHandler)}
 			track := checkpoint.New(start, 10, 1<<20)
-			d := r.newDelivery().Session(track, start)
+			mode, err := r.newDelivery()
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := mode.Session(track, start)
 			var l live
 			l.begin(track, nil, d.Position)
 			track.Begin()
@@ -178,7 +182,11 @@ func TestBackfillEntryCommitsAsTheModeSays(t *testing.T) {
 			cfg := Default()
 			cfg.Delivery.Mode = tt.mode
 			r := &Relay{cfg: cfg, log: slog.New(slog.DiscardHandler)}
-			entry := newBackfillEntry(r, r.newDelivery().Backfill(tt.force, false)).entry()
+			mode, err := r.newDelivery()
+			if err != nil {
+				t.Fatal(err)
+			}
+			entry := newBackfillEntry(r, mode.Backfill(tt.force, false)).entry()
 			_, commits := entry.(backfill.Committer)
 			_, cleans := entry.(backfill.GapCleaner)
 			if commits != tt.commits || cleans != tt.commits {

@@ -113,7 +113,9 @@ func New(cfg Config, opts ...Option) (*Relay, error) {
 		return nil, err
 	}
 	r.metrics.LimitTopics(cfg.Topics.Max)
-	r.delivery = r.newDelivery()
+	if r.delivery, err = r.newDelivery(); err != nil {
+		return nil, err
+	}
 	r.ready = &readiness{r: r}
 	r.live.polled.base = time.Now()
 	return r, nil
