@@ -97,6 +97,10 @@ func TestSlotInvalidated(t *testing.T) {
 	// its slot, and past max_slot_wal_keep_size (before a checkpoint removes
 	// the WAL) the metric says unreserved.
 	r := startRelay(t, o.args("--heartbeat-interval", "500ms")...)
+	// Ready first: exactly-once opens its Kafka transaction after the
+	// stream starts, and watches the slot only once it has; a broker
+	// paused before that holds the session (and the metric) back.
+	waitReady(t, r.HTTPAddr(t), 200, time.Minute)
 	if err := broker.Pause(); err != nil {
 		t.Fatal(err)
 	}
