@@ -10,6 +10,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/outbox-cdc/outbox-cdc/internal/checklist"
+	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
 // CheckConfig is what Check looks at.
@@ -27,7 +28,7 @@ type CheckConfig struct {
 // reached and whether every topic the relay writes to exists or will be
 // created. Each item carries the fix for what is wrong.
 func Check(ctx context.Context, cfg CheckConfig) []checklist.Item {
-	transport := cfg.Security.transport()
+	transport := cfg.Security.Transport()
 	defer transport.CloseIdleConnections()
 	client := &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: 10 * time.Second, Transport: transport}
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
@@ -36,7 +37,7 @@ func Check(ctx context.Context, cfg CheckConfig) []checklist.Item {
 	md, err := client.Metadata(ctx, &kafka.MetadataRequest{})
 	if err != nil {
 		return []checklist.Item{{Name: "kafka reachable", Status: checklist.Fail, Detail: checklist.OneLine(err),
-			Fix: hint(err, cfg.Security)}}
+			Fix: producer.Hint(err, cfg.Security)}}
 	}
 	var items []checklist.Item
 	add := func(s checklist.Status, name, detail, fix string) {

@@ -101,7 +101,7 @@ func createHint(err error) string {
 // topic at start, and the fixed topics `setup` provisions. It reports
 // whether it created it.
 func EnsureTopic(ctx context.Context, brokers []string, sec Security, topic string, spec TopicSpec) (bool, error) {
-	transport := sec.transport()
+	transport := sec.Transport()
 	defer transport.CloseIdleConnections()
 	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 30 * time.Second, Transport: transport}
 	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
