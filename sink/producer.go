@@ -10,9 +10,10 @@ import (
 	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
-// How the brokers are reached, and the record batches' codecs, are the
-// producer's (producer/connect.go, producer/compress.go); these names stay
-// so that the writer's callers configure it through sink alone.
+// How the brokers are reached, the record batches' codecs and how a
+// missing topic is created are the producer's (producer/connect.go,
+// compress.go, provision.go); these names stay so that the writer's
+// callers configure it through sink alone.
 type (
 	// Security is how the writer reaches the brokers (producer.Security).
 	Security = producer.Security
@@ -24,7 +25,12 @@ type (
 	SASL = producer.SASL
 	// Compression names a record batch codec (producer.Compression).
 	Compression = producer.Compression
+	// TopicSpec is how a missing topic is created (producer.TopicSpec).
+	TopicSpec = producer.TopicSpec
 )
+
+// ReasonTopicNotCreated is a topic the broker refused to create.
+const ReasonTopicNotCreated = producer.ReasonTopicNotCreated
 
 // Compressions.
 const (
@@ -50,3 +56,9 @@ func Ping(ctx context.Context, brokers []string, sec Security) error {
 
 // Codec returns the compression codec called name (producer.Codec).
 func Codec(name Compression) kafka.Compression { return producer.Codec(name) }
+
+// EnsureTopic creates topic as spec says unless it exists, and reports
+// whether it created it (producer.EnsureTopic).
+func EnsureTopic(ctx context.Context, brokers []string, sec Security, topic string, spec TopicSpec) (bool, error) {
+	return producer.EnsureTopic(ctx, brokers, sec, topic, spec)
+}
