@@ -29,11 +29,10 @@ type Message struct {
 	Headers   []Header
 }
 
-// Header is a record header; its meaning is the caller's.
-type Header struct {
-	Key   string
-	Value []byte
-}
+// Header is a record header; its meaning is the caller's. It is
+// kafka-go's own type, so that records built outside the producer room
+// (sink's envelopes and dead letters) reach the wire without a copy.
+type Header = kafka.Header
 
 // ByKey, as a published Message's Partition, places it by its key as the
 // relay does (murmur2, as the Java client).

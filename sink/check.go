@@ -3,13 +3,10 @@ package sink
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
-	"time"
-
-	"github.com/segmentio/kafka-go"
 
 	"github.com/outbox-cdc/outbox-cdc/internal/checklist"
+	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
 // CheckConfig is what Check looks at.
@@ -27,41 +24,26 @@ type CheckConfig struct {
 // reached and whether every topic the relay writes to exists or will be
 // created. Each item carries the fix for what is wrong.
 func Check(ctx context.Context, cfg CheckConfig) []checklist.Item {
-	transport := cfg.Security.transport()
-	defer transport.CloseIdleConnections()
-	client := &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: 10 * time.Second, Transport: transport}
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-
-	md, err := client.Metadata(ctx, &kafka.MetadataRequest{})
+	md, err := producer.Describe(ctx, cfg.Brokers, cfg.Security, checkedTopics(cfg))
 	if err != nil {
 		return []checklist.Item{{Name: "kafka reachable", Status: checklist.Fail, Detail: checklist.OneLine(err),
-			Fix: hint(err, cfg.Security)}}
+			Fix: producer.Hint(err, cfg.Security)}}
 	}
 	var items []checklist.Item
 	add := func(s checklist.Status, name, detail, fix string) {
 		items = append(items, checklist.Item{Name: name, Status: s, Detail: detail, Fix: fix})
 	}
-	add(checklist.OK, "kafka reachable", fmt.Sprintf("cluster %s, %d broker(s), %d topics", md.ClusterID, len(md.Brokers), len(md.Topics)), "")
+	add(checklist.OK, "kafka reachable", fmt.Sprintf("cluster %s, %d broker(s), %d topics", md.ClusterID, md.Brokers, md.Topics), "")
 
-	brokerAuto, known := autoCreateEnabled(ctx, client, md)
+	brokerAuto, known := md.AutoCreate, md.AutoCreateKnown
 	creates := cfg.CreateTopics || cfg.AutoCreateTopics && (brokerAuto || !known)
-	partitions := map[string]int{}
-	replicas := map[string]int{}
-	for _, t := range md.Topics {
-		if t.Error == nil {
-			partitions[t.Name] = len(t.Partitions)
-			if len(t.Partitions) > 0 {
-				replicas[t.Name] = len(t.Partitions[0].Replicas)
-			}
-		}
-	}
-	multi := len(md.Brokers) > 1
+	partitions, replicas := md.Partitions, md.Replicas
+	multi := md.Brokers > 1
 	creator := "the broker creates it on first use"
 	if cfg.CreateTopics {
 		creator = "outbox-cdc creates it (" + cfg.Spec.String() + ")"
 		if multi && (cfg.Spec.ReplicationFactor == 1 || cfg.Spec.Configs["min.insync.replicas"] == "1") {
-			add(checklist.Warn, "topic settings", fmt.Sprintf("topics are created with %s: on %d brokers acks=all is then not durable", cfg.Spec, len(md.Brokers)),
+			add(checklist.Warn, "topic settings", fmt.Sprintf("topics are created with %s: on %d brokers acks=all is then not durable", cfg.Spec, md.Brokers),
 				"--topic-replication-factor 3 --topic-config min.insync.replicas=2")
 		}
 	}
@@ -77,10 +59,10 @@ func Check(ctx context.Context, cfg CheckConfig) []checklist.Item {
 		switch {
 		case ok:
 			rf := replicas[name]
-			minISR := topicConfig(ctx, client, name, "min.insync.replicas")
+			minISR := md.MinInSync[name]
 			detail := fmt.Sprintf("%s exists, %d partitions, replication factor %d, min.insync.replicas %s", name, n, rf, minISR)
 			if multi && (rf <= 1 || minISR == "1") {
-				add(checklist.Warn, role, detail+fmt.Sprintf(": on %d brokers acks=all is not durable (a write acknowledged by one replica can be lost with it)", len(md.Brokers)),
+				add(checklist.Warn, role, detail+fmt.Sprintf(": on %d brokers acks=all is not durable (a write acknowledged by one replica can be lost with it)", md.Brokers),
 					fmt.Sprintf("kafka-configs.sh --bootstrap-server %s --alter --entity-type topics --entity-name %s --add-config min.insync.replicas=2 (with replication factor 3)", cfg.Brokers[0], name))
 			} else {
 				add(checklist.OK, role, detail, "")
@@ -98,6 +80,23 @@ func Check(ctx context.Context, cfg CheckConfig) []checklist.Item {
 		topic(cfg.DeadLetterTopic, "dead-letter topic")
 	}
 	return items
+}
+
+// checkedTopics returns the topics Check names one by one: each fixed
+// template's and the dead-letter topic.
+func checkedTopics(cfg CheckConfig) []string {
+	var names []string
+	for _, template := range cfg.Templates {
+		if t, err := ParseTopic(template); err == nil {
+			if name, fixed := t.Fixed(); fixed {
+				names = append(names, name)
+			}
+		}
+	}
+	if cfg.DeadLetterTopic != "" {
+		names = append(names, cfg.DeadLetterTopic)
+	}
+	return names
 }
 
 func checkTemplate(template string, partitions map[string]int, creates bool, topic func(name, role string),
@@ -127,22 +126,6 @@ func checkTemplate(template string, partitions map[string]int, creates bool, top
 	}
 }
 
-// topicConfig reads one config of topic ("?" when the broker would not say).
-func topicConfig(ctx context.Context, client *kafka.Client, topic, name string) string {
-	res, err := client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
-		ResourceType: kafka.ResourceTypeTopic, ResourceName: topic, ConfigNames: []string{name},
-	}}})
-	if err != nil || len(res.Resources) == 0 || res.Resources[0].Error != nil {
-		return "?"
-	}
-	for _, e := range res.Resources[0].ConfigEntries {
-		if e.ConfigName == name {
-			return e.ConfigValue
-		}
-	}
-	return "?"
-}
-
 func creation(create, auto, broker bool) string {
 	switch {
 	case create:
@@ -153,25 +136,4 @@ func creation(create, auto, broker bool) string {
 		return "--create-topics=false, and the brokers have auto.create.topics.enable=false"
 	}
 	return "auto-creation on"
-}
-
-// autoCreateEnabled reads auto.create.topics.enable from a broker; known is
-// false when the broker would not say (no DescribeConfigs permission).
-func autoCreateEnabled(ctx context.Context, client *kafka.Client, md *kafka.MetadataResponse) (enabled, known bool) {
-	id := md.Controller.ID
-	if len(md.Brokers) > 0 {
-		id = md.Brokers[0].ID
-	}
-	res, err := client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
-		ResourceType: kafka.ResourceTypeBroker, ResourceName: strconv.Itoa(id), ConfigNames: []string{"auto.create.topics.enable"},
-	}}})
-	if err != nil || len(res.Resources) == 0 || res.Resources[0].Error != nil {
-		return false, false
-	}
-	for _, e := range res.Resources[0].ConfigEntries {
-		if e.ConfigName == "auto.create.topics.enable" {
-			return e.ConfigValue == "true", true
-		}
-	}
-	return false, false
 }

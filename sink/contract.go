@@ -4,9 +4,8 @@ import (
 	"context"
 	"errors"
 
-	"github.com/segmentio/kafka-go"
-
 	"github.com/outbox-cdc/outbox-cdc/decode"
+	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
 // Contracts checks each event's payload against its event type's contract
@@ -57,7 +56,7 @@ func (w *Writer) enforceContract(ctx context.Context, ev *decode.Event, topic st
 		return false, nil
 	}
 	perr := &Error{Topic: topic, Reason: ReasonContractViolation, Err: verr}
-	var extra []kafka.Header
+	var extra []producer.Header
 	var r refusal
 	var ob overBudget
 	errors.As(verr, &r)
@@ -67,7 +66,7 @@ func (w *Writer) enforceContract(ctx context.Context, ev *decode.Event, topic st
 	case r != nil && r.MissingContract():
 		perr.Reason = ReasonContractMissing
 	case r != nil && r.Location() != "":
-		extra = []kafka.Header{{Key: HeaderContractError, Value: []byte(r.Location())}}
+		extra = []producer.Header{{Key: HeaderContractError, Value: []byte(r.Location())}}
 	}
 	err = w.deadLetterEvent(ctx, ev, topic, token, perr, extra...)
 	if err == nil || w.cfg.DeadLetterTopic == "" {

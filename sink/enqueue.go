@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/segmentio/kafka-go"
 
 	"github.com/outbox-cdc/outbox-cdc/internal/backoff"
+	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
 // write hands msg to the async writer, retrying while the topic's metadata
@@ -29,7 +31,7 @@ func (w *Writer) write(ctx context.Context, msg kafka.Message, owned bool) error
 		if ctx.Err() != nil {
 			return fmt.Errorf("publish to %s: %w", msg.Topic, context.Cause(ctx))
 		}
-		perr := classify(err)
+		perr := producer.Classify(err)
 		perr.Topic = msg.Topic
 		if !perr.Transient {
 			return perr
@@ -195,4 +197,47 @@ func recordSize(m *kafka.Message) int {
 		n += len(h.Key) + len(h.Value)
 	}
 	return n
+}
+
+// missingTopics remembers since when each topic has been missing, across
+// calls of write: a call is cut short at every status deadline and made
+// again. A topic missing for longer than the timeout is reported at once for
+// another minute, so that its events do not each wait the timeout out.
+type missingTopics struct {
+	mu    sync.Mutex
+	since map[string]time.Time
+}
+
+// lost records topic as missing and returns for how long it has been.
+func (m *missingTopics) lost(topic string) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	since, ok := m.since[topic]
+	if !ok {
+		if len(m.since) >= 1024 {
+			clear(m.since)
+		}
+		since = time.Now()
+		m.since[topic] = since
+	}
+	return time.Since(since)
+}
+
+// known reports whether topic has been missing for over timeout, and not
+// for so long that it is worth asking again.
+func (m *missingTopics) known(topic string, timeout time.Duration) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	since, ok := m.since[topic]
+	if ok && time.Since(since) > timeout+time.Minute {
+		delete(m.since, topic)
+		return false
+	}
+	return ok && time.Since(since) >= timeout
+}
+
+func (m *missingTopics) found(topic string) {
+	m.mu.Lock()
+	delete(m.since, topic)
+	m.mu.Unlock()
 }

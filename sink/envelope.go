@@ -4,9 +4,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/segmentio/kafka-go"
-
 	"github.com/outbox-cdc/outbox-cdc/decode"
+	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
 // Envelope is what an event looks like on the wire.
@@ -178,7 +177,7 @@ const (
 // headers returns the Kafka headers of ev under the shape's envelope: the
 // relay's, then the row's own, those named as the relay's renamed
 // (appendRowHeaders).
-func (s shape) headers(ev *decode.Event) []kafka.Header {
+func (s shape) headers(ev *decode.Event) []producer.Header {
 	n := 3 + len(ev.Headers)
 	switch s.envelope {
 	case EnvelopeCloudEvents:
@@ -189,39 +188,39 @@ func (s shape) headers(ev *decode.Event) []kafka.Header {
 	if s.metadataHeaders {
 		n += 3
 	}
-	hs := make([]kafka.Header, 0, n)
+	hs := make([]producer.Header, 0, n)
 	hs = append(hs,
-		kafka.Header{Key: "id", Value: []byte(ev.ID)},
-		kafka.Header{Key: "event_type", Value: []byte(ev.EventType)},
+		producer.Header{Key: "id", Value: []byte(ev.ID)},
+		producer.Header{Key: "event_type", Value: []byte(ev.EventType)},
 	)
 	if ev.AggregateType != "" { // a table without the column: no header
-		hs = append(hs, kafka.Header{Key: "aggregate_type", Value: []byte(ev.AggregateType)})
+		hs = append(hs, producer.Header{Key: "aggregate_type", Value: []byte(ev.AggregateType)})
 	}
 	switch s.envelope {
 	case EnvelopeCloudEventsStructured:
 		if !ev.Tombstone { // a null value is no CloudEvent: nothing to parse
-			hs = append(hs, kafka.Header{Key: "content-type", Value: contentTypeCloudEvents})
+			hs = append(hs, producer.Header{Key: "content-type", Value: contentTypeCloudEvents})
 		}
 	case EnvelopeCloudEvents:
 		source := s.cloudEventSource(ev)
 		hs = append(hs,
-			kafka.Header{Key: "ce_specversion", Value: []byte(ceSpecVersion)},
-			kafka.Header{Key: HeaderCEID, Value: []byte(ev.ID)},
-			kafka.Header{Key: "ce_source", Value: []byte(source)},
-			kafka.Header{Key: HeaderCEType, Value: []byte(ev.EventType)},
-			kafka.Header{Key: "ce_time", Value: []byte(ev.Time.UTC().Format(time.RFC3339Nano))},
-			kafka.Header{Key: "content-type", Value: []byte(ev.ContentType)},
+			producer.Header{Key: "ce_specversion", Value: []byte(ceSpecVersion)},
+			producer.Header{Key: HeaderCEID, Value: []byte(ev.ID)},
+			producer.Header{Key: "ce_source", Value: []byte(source)},
+			producer.Header{Key: HeaderCEType, Value: []byte(ev.EventType)},
+			producer.Header{Key: "ce_time", Value: []byte(ev.Time.UTC().Format(time.RFC3339Nano))},
+			producer.Header{Key: "content-type", Value: []byte(ev.ContentType)},
 		)
 		if ev.AggregateID != "" { // a null key has neither
-			hs = append(hs, kafka.Header{Key: "ce_subject", Value: []byte(ev.AggregateID)},
-				kafka.Header{Key: "ce_partitionkey", Value: []byte(ev.AggregateID)})
+			hs = append(hs, producer.Header{Key: "ce_subject", Value: []byte(ev.AggregateID)},
+				producer.Header{Key: "ce_partitionkey", Value: []byte(ev.AggregateID)})
 		}
 	}
 	if s.metadataHeaders {
 		hs = append(hs,
-			kafka.Header{Key: HeaderCommitLSN, Value: []byte(ev.CommitLSN.String())},
-			kafka.Header{Key: HeaderXid, Value: []byte(strconv.FormatUint(uint64(ev.Xid), 10))},
-			kafka.Header{Key: HeaderCommitTime, Value: []byte(ev.CommitTime.UTC().Format(time.RFC3339Nano))},
+			producer.Header{Key: HeaderCommitLSN, Value: []byte(ev.CommitLSN.String())},
+			producer.Header{Key: HeaderXid, Value: []byte(strconv.FormatUint(uint64(ev.Xid), 10))},
+			producer.Header{Key: HeaderCommitTime, Value: []byte(ev.CommitTime.UTC().Format(time.RFC3339Nano))},
 		)
 	}
 	return s.appendRowHeaders(hs, ev)

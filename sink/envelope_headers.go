@@ -3,9 +3,8 @@ package sink
 import (
 	"strings"
 
-	"github.com/segmentio/kafka-go"
-
 	"github.com/outbox-cdc/outbox-cdc/decode"
+	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
 // RowHeaderPrefix renames a row's header (from the headers column or a
@@ -43,13 +42,13 @@ func hasPrefixFold(s, prefix string) bool {
 
 // appendRowHeaders appends ev's own headers to hs, each reserved name
 // renamed with RowHeaderPrefix.
-func (s shape) appendRowHeaders(hs []kafka.Header, ev *decode.Event) []kafka.Header {
+func (s shape) appendRowHeaders(hs []producer.Header, ev *decode.Event) []producer.Header {
 	for _, h := range ev.Headers {
 		key := h.Key
 		if s.reserved(key) {
 			key = RowHeaderPrefix + key
 		}
-		hs = append(hs, kafka.Header{Key: key, Value: h.Value})
+		hs = append(hs, producer.Header{Key: key, Value: h.Value})
 	}
 	return hs
 }

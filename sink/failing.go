@@ -9,6 +9,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/outbox-cdc/outbox-cdc/internal/outage"
+	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
 // health tracks whether produce requests are failing, through an outage
@@ -37,7 +38,7 @@ func newHealth(log *slog.Logger, observer Observer, tx Transaction) health {
 
 // failed is called on each failed produce attempt.
 func (h *health) failed(err error, msg string, args ...any) {
-	h.observer.ProduceFailed(errorKind(err))
+	h.observer.ProduceFailed(producer.ErrorKind(err))
 	failure := fmt.Errorf(msg, args...)
 	if !h.outage.Failed("produce", failure) {
 		h.log.Debug("kafka produce failed, retrying", slog.Any("err", failure))
@@ -49,7 +50,7 @@ func (h *health) failed(err error, msg string, args ...any) {
 // brokers answered, so it ends any outage instead of starting one: a fenced
 // transaction sends nothing more, and no later success would clear it.
 func (h *health) refused(err error, msg string, args ...any) {
-	h.observer.ProduceFailed(errorKind(err))
+	h.observer.ProduceFailed(producer.ErrorKind(err))
 	h.outage.Succeeded()
 	h.log.Debug("kafka refused a produce request", slog.Any("err", fmt.Errorf(msg, args...)))
 }

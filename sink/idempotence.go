@@ -135,7 +135,7 @@ func (w *Writer) renewSession(old session, cause error) error {
 	defer cancel()
 	s, err := w.initProducerID(ctx)
 	if err != nil {
-		perr := classify(err)
+		perr := producer.Classify(err)
 		if perr.Transient || w.abandon.Err() != nil {
 			return &Error{Err: fmt.Errorf("get a producer id: %w", err), Transient: true}
 		}

@@ -228,7 +228,7 @@ func NewWriter(cfg Config, done Done) *Writer {
 		cfg.Reserved.DeadLetter = cfg.DeadLetterTopic
 	}
 	if cfg.Compression == kafka.Lz4 {
-		useSmallLZ4Blocks()
+		producer.UseSmallLZ4Blocks()
 	}
 	if cfg.RetryBackoffMin <= 0 {
 		cfg.RetryBackoffMin = backoffMin
@@ -239,7 +239,7 @@ func NewWriter(cfg Config, done Done) *Writer {
 	cfg.RetryBackoffMax = max(cfg.RetryBackoffMax, cfg.RetryBackoffMin)
 	w := &Writer{
 		cfg: cfg, log: log, done: done, missing: missingTopics{since: map[string]time.Time{}},
-		client:     &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: produceTimeout, Transport: cfg.Security.countingTransport(cfg.Observer, cfg.MetadataMaxAge)},
+		client:     &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: produceTimeout, Transport: cfg.Security.CountingTransport(cfg.Observer.Sent, cfg.MetadataMaxAge)},
 		batchBytes: max(cfg.MaxMessageBytes+4096, 1<<20),
 		depth:      cfg.MaxInFlightRequests,
 		backoffMin: cfg.RetryBackoffMin,

@@ -2,7 +2,6 @@ package sink
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -16,9 +15,9 @@ import (
 
 // TestWriterCreatesMissingTopics: with auto-creation off at the broker, a
 // writer creates an event's missing topic as its route's spec says, and
-// publishes to it; a topic another relay created first is no failure.
+// publishes to it.
 func TestWriterCreatesMissingTopics(t *testing.T) {
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "exists"))
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,15 +39,11 @@ func TestWriterCreatesMissingTopics(t *testing.T) {
 	if err != nil || len(md.Topics) != 1 || len(md.Topics[0].Partitions) != 5 {
 		t.Fatalf("created.order: %+v, %v; want 5 partitions", md, err)
 	}
-	// Racing another relay: the topic exists by the time we ask.
-	if err := createTopic(ctx, client, "exists", TopicSpec{Partitions: 2}); err != nil {
-		t.Errorf("creating a topic that exists: %v, want success", err)
-	}
 }
 
-// TestTopicCreationRefused: a refusal is a permanent error naming the topic
-// and the fix, which the writer dead-letters like any event it cannot
-// publish.
+// TestTopicCreationRefused: an event whose topic the broker refuses to
+// create is dead-lettered like any event Kafka cannot accept (the
+// refusal itself: producer's TestCreateTopic).
 func TestTopicCreationRefused(t *testing.T) {
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "dlq"))
 	if err != nil {
@@ -70,14 +65,6 @@ func TestTopicCreationRefused(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	client := &kafka.Client{Addr: kafka.TCP(cluster.ListenAddrs()...)}
-	err = createTopic(ctx, client, "refused", TopicSpec{ReplicationFactor: 3})
-	var perr *Error
-	if !errors.As(err, &perr) || perr.Transient || perr.Reason != ReasonTopicNotCreated {
-		t.Fatalf("refused creation: %v, want a permanent %s", err, ReasonTopicNotCreated)
-	}
-	t.Logf("the one line: %v", err)
-
 	topic, _ := ParseTopic("refused")
 	f := newFates(1)
 	w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 10, BatchTimeout: time.Millisecond, CreateTopics: true,

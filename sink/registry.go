@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/segmentio/kafka-go"
-
 	"github.com/outbox-cdc/outbox-cdc/decode"
 	"github.com/outbox-cdc/outbox-cdc/internal/backoff"
+	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
 // Registry frames record values in a schema registry's wire format
@@ -63,7 +62,7 @@ func (w *Writer) value(ctx context.Context, ev *decode.Event, topic string, toke
 		if errors.As(err, &refusal) && refusal.Refused() {
 			perr := &Error{Topic: topic, Reason: ReasonSchemaRegistryRefused, Err: err}
 			return nil, true, w.deadLetterEvent(ctx, ev, topic, token, perr,
-				kafka.Header{Key: HeaderRegistryError, Value: []byte(refusal.RegistryMessage())})
+				producer.Header{Key: HeaderRegistryError, Value: []byte(refusal.RegistryMessage())})
 		}
 		var r registryRetriable
 		if !errors.As(err, &r) || !r.Retriable() {

@@ -8,6 +8,8 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol/rawproduce"
+
+	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
 // settle reports a batch acknowledged, or keeps it among its partition's
@@ -78,7 +80,7 @@ func (s *sender) failed(b batch, err error) {
 			return
 		}
 	}
-	perr := classify(err)
+	perr := producer.Classify(err)
 	perr.Topic = p.tp.topic
 	if b.h.ProducerID >= 0 && fenced(err) {
 		// The same batch again, under a new producer id if the broker

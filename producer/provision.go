@@ -1,4 +1,4 @@
-package sink
+package producer
 
 import (
 	"context"
@@ -45,11 +45,11 @@ func (s TopicSpec) String() string {
 // permission, a replication factor above the brokers, a bad config.
 const ReasonTopicNotCreated = "topic_not_created"
 
-// createTopic creates topic as spec says. One that exists already (another
+// CreateTopic creates topic as spec says. One that exists already (another
 // relay raced this one to it) is no failure. A refusal is an *Error with
 // ReasonTopicNotCreated, naming the topic and what to fix; a failure that
 // may pass (the controller moving, the network) is returned as it is.
-func createTopic(ctx context.Context, client *kafka.Client, topic string, spec TopicSpec) error {
+func CreateTopic(ctx context.Context, client *kafka.Client, topic string, spec TopicSpec) error {
 	tc := kafka.TopicConfig{Topic: topic, NumPartitions: spec.Partitions, ReplicationFactor: spec.ReplicationFactor}
 	if tc.NumPartitions <= 0 {
 		tc.NumPartitions = -1
@@ -101,7 +101,7 @@ func createHint(err error) string {
 // topic at start, and the fixed topics `setup` provisions. It reports
 // whether it created it.
 func EnsureTopic(ctx context.Context, brokers []string, sec Security, topic string, spec TopicSpec) (bool, error) {
-	transport := sec.transport()
+	transport := sec.Transport()
 	defer transport.CloseIdleConnections()
 	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 30 * time.Second, Transport: transport}
 	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
@@ -113,7 +113,7 @@ func EnsureTopic(ctx context.Context, brokers []string, sec Security, topic stri
 			return false, nil
 		}
 	}
-	if err := createTopic(ctx, client, topic, spec); err != nil {
+	if err := CreateTopic(ctx, client, topic, spec); err != nil {
 		return false, err
 	}
 	return true, nil

@@ -1,4 +1,4 @@
-package sink
+package producer
 
 import (
 	"io"
@@ -60,10 +60,10 @@ func (lz4Codec) NewWriter(w io.Writer) io.WriteCloser {
 
 var installLZ4 sync.Once
 
-// useSmallLZ4Blocks installs lz4Codec in kafka-go's codec table, which its
+// UseSmallLZ4Blocks installs lz4Codec in kafka-go's codec table, which its
 // protocol package consults when it encodes a record batch. The frames are
 // standard LZ4 frames that every Kafka client reads; the table is global,
 // so other kafka-go producers in the process write 64 KiB blocks too.
-func useSmallLZ4Blocks() {
+func UseSmallLZ4Blocks() {
 	installLZ4.Do(func() { compress.Codecs[compress.Lz4] = lz4Codec{} })
 }

@@ -1,4 +1,4 @@
-package sink
+package producer
 
 import (
 	"context"
@@ -17,6 +17,10 @@ import (
 	"github.com/outbox-cdc/outbox-cdc/internal/kwire"
 	"github.com/outbox-cdc/outbox-cdc/internal/tlsfiles"
 )
+
+// requestTimeout bounds one request of a Client; a produce request is
+// bounded the same.
+const requestTimeout = 30 * time.Second
 
 // Security is how the writer reaches the brokers: over TLS, with SASL, both
 // or neither. The zero value is plaintext without authentication.
@@ -94,12 +98,12 @@ func NewSASL(mechanism SASLMechanism, username, password string) (sasl.Mechanism
 	return nil, fmt.Errorf("kafka SASL mechanism %q: want plain, scram-sha-256 or scram-sha-512", mechanism)
 }
 
-// transport returns a kafka-go transport that connects as s says. Its
+// Transport returns a kafka-go transport that connects as s says. Its
 // connections are guarded (kwire.Dial): a broker's malformed answer fails
 // the request and breaks its connection instead of crashing the process
 // in the transport's goroutine. TLS is done in Dial, below the guard, so
 // the transport's own TLS stays nil.
-func (s Security) transport() *kafka.Transport {
+func (s Security) Transport() *kafka.Transport {
 	return &kafka.Transport{
 		Dial:        kwire.Dial(nil, s.TLS),
 		SASL:        s.SASL,
@@ -110,10 +114,11 @@ func (s Security) transport() *kafka.Transport {
 	}
 }
 
-// countingTransport is transport, with every byte written to a broker
-// reported to o, and its metadata cached at most metadataTTL (0: 6 s).
-func (s Security) countingTransport(o Observer, metadataTTL time.Duration) *kafka.Transport {
-	t := s.transport()
+// CountingTransport is Transport, with the size of every write to a broker
+// reported to sent (the writer's Observer.Sent), and its metadata cached
+// at most metadataTTL (0: 6 s).
+func (s Security) CountingTransport(sent func(int), metadataTTL time.Duration) *kafka.Transport {
+	t := s.Transport()
 	if metadataTTL > 0 && metadataTTL < t.MetadataTTL {
 		t.MetadataTTL = metadataTTL
 	}
@@ -123,26 +128,26 @@ func (s Security) countingTransport(o Observer, metadataTTL time.Duration) *kafk
 		if err != nil {
 			return nil, err
 		}
-		return &countingConn{Conn: c, o: o}, nil
+		return &countingConn{Conn: c, sent: sent}, nil
 	}, s.TLS)
 	return t
 }
 
 type countingConn struct {
 	net.Conn
-	o Observer
+	sent func(int)
 }
 
 func (c *countingConn) Write(b []byte) (int, error) {
 	n, err := c.Conn.Write(b)
-	c.o.Sent(n)
+	c.sent(n)
 	return n, err
 }
 
 // Ping asks the brokers for cluster metadata, so that a wrong address is
 // reported at start instead of retried forever.
 func Ping(ctx context.Context, brokers []string, sec Security) error {
-	transport := sec.transport()
+	transport := sec.Transport()
 	defer transport.CloseIdleConnections()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -161,11 +166,11 @@ func Ping(ctx context.Context, brokers []string, sec Security) error {
 			break
 		}
 	}
-	return fmt.Errorf("connect to kafka (%s): %w", hint(errs, sec), errs)
+	return fmt.Errorf("connect to kafka (%s): %w", Hint(errs, sec), errs)
 }
 
-// hint says what to look at when the brokers cannot be reached.
-func hint(err error, sec Security) string {
+// Hint says what to look at when the brokers cannot be reached.
+func Hint(err error, sec Security) string {
 	var certErr *tls.CertificateVerificationError
 	var recErr tls.RecordHeaderError
 	switch {
@@ -187,5 +192,5 @@ func hint(err error, sec Security) string {
 // requests outside a Writer (exactly-once's transaction coordinator and
 // checkpoint records). Close its transport's idle connections when done.
 func (s Security) Client(brokers []string) *kafka.Client {
-	return &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: produceTimeout, Transport: s.transport()}
+	return &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: requestTimeout, Transport: s.Transport()}
 }

@@ -1,0 +1,64 @@
+package sink
+
+import (
+	"context"
+	"crypto/tls"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/sasl"
+
+	"github.com/outbox-cdc/outbox-cdc/producer"
+)
+
+// How the brokers are reached, the record batches' codecs and how a
+// missing topic is created are the producer's (producer/connect.go,
+// compress.go, provision.go); these names stay so that the writer's
+// callers configure it through sink alone.
+type (
+	// Security is how the writer reaches the brokers (producer.Security).
+	Security = producer.Security
+	// TLSFiles names what a TLS connection to the brokers needs.
+	TLSFiles = producer.TLSFiles
+	// SASLMechanism names a SASL mechanism (producer.SASLMechanism).
+	SASLMechanism = producer.SASLMechanism
+	// SASL is a mechanism and its credentials (producer.SASL).
+	SASL = producer.SASL
+	// Compression names a record batch codec (producer.Compression).
+	Compression = producer.Compression
+	// TopicSpec is how a missing topic is created (producer.TopicSpec).
+	TopicSpec = producer.TopicSpec
+)
+
+// ReasonTopicNotCreated is a topic the broker refused to create.
+const ReasonTopicNotCreated = producer.ReasonTopicNotCreated
+
+// Compressions.
+const (
+	CompressionNone   = producer.CompressionNone
+	CompressionGzip   = producer.CompressionGzip
+	CompressionSnappy = producer.CompressionSnappy
+	CompressionLz4    = producer.CompressionLz4
+	CompressionZstd   = producer.CompressionZstd
+)
+
+// NewTLSConfig reads the files f names into a TLS client configuration.
+func NewTLSConfig(f TLSFiles) (*tls.Config, error) { return producer.NewTLSConfig(f) }
+
+// NewSASL returns the mechanism named plain, scram-sha-256 or scram-sha-512.
+func NewSASL(mechanism SASLMechanism, username, password string) (sasl.Mechanism, error) {
+	return producer.NewSASL(mechanism, username, password)
+}
+
+// Ping asks the brokers for cluster metadata (producer.Ping).
+func Ping(ctx context.Context, brokers []string, sec Security) error {
+	return producer.Ping(ctx, brokers, sec)
+}
+
+// Codec returns the compression codec called name (producer.Codec).
+func Codec(name Compression) kafka.Compression { return producer.Codec(name) }
+
+// EnsureTopic creates topic as spec says unless it exists, and reports
+// whether it created it (producer.EnsureTopic).
+func EnsureTopic(ctx context.Context, brokers []string, sec Security, topic string, spec TopicSpec) (bool, error) {
+	return producer.EnsureTopic(ctx, brokers, sec, topic, spec)
+}
