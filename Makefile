@@ -74,7 +74,7 @@ test-cluster:
 # watchdog's frozen replication loop: make test skips them; .ci/run runs
 # them after make test (about 6 minutes).
 test-faults: setup-tests
-	OUTBOX_CDC_TEST_FAULTS=1 $(GO) test -race -count=1 -timeout 12m -run 'TestBrokerOutage|TestRepeatedCrashes|TestCleanupDeleteAfterPublish$$|TestExactlyOnce|TestSlotHeal|TestSlotRecorded|TestWatchdogStops' ./test/integration/
+	OUTBOX_CDC_TEST_FAULTS=1 $(GO) test -race -count=1 -timeout 12m -run 'TestBrokerOutage|TestRepeatedCrashes|TestCleanupDeleteAfterPublish$$|TestExactlyOnce|TestSlotHeal|TestSlotRecorded|TestWatchdogStops|TestCutoverKilled$$|TestPostgresFaults' ./test/integration/
 
 # The tests whose outcome can depend on the PostgreSQL version (slots,
 # pgoutput, snapshots, failover slots, TLS, the backfill's SQL), on every other

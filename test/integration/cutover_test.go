@@ -264,6 +264,7 @@ func TestCutover(t *testing.T) {
 // TestCutoverKilled kills the relay with SIGKILL during the backfill: a
 // restart with the same flags finishes it, and nothing is lost.
 func TestCutoverKilled(t *testing.T) {
+	slowFault(t)
 	o := newOutbox(t, "cutkill", workCoordinatorColumns)
 	c := newCoordinator(o)
 	cutoverStart(t, c)

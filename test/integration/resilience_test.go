@@ -120,6 +120,7 @@ func TestRepeatedCrashes(t *testing.T) {
 // terminated under the relay. The relay reconnects by itself and resumes
 // from the slot.
 func TestPostgresFaults(t *testing.T) {
+	slowFault(t)
 	t.Run("walsender terminated", func(t *testing.T) {
 		o := newOutbox(t, "walsender", defaultColumns)
 		r := startRelay(t, o.args()...)
