@@ -71,7 +71,8 @@ test-cluster:
 # exactly-once delivery's (20 kill -9, a frozen instance's takeover, a
 # million-row transaction killed half-way), and a lost slot's heals (a
 # failover, a restore, exactly-once, two instances racing) and the
-# watchdog's frozen replication loop: make test skips them; .ci/run runs
+# watchdog's frozen replication loop, a cutover killed and Postgres's own
+# faults (a walsender terminated, a restart): make test skips them; .ci/run runs
 # them after make test (about 6 minutes).
 test-faults: setup-tests
 	OUTBOX_CDC_TEST_FAULTS=1 $(GO) test -race -count=1 -timeout 12m -run 'TestBrokerOutage|TestRepeatedCrashes|TestCleanupDeleteAfterPublish$$|TestExactlyOnce|TestSlotHeal|TestSlotRecorded|TestWatchdogStops|TestCutoverKilled$$|TestPostgresFaults' ./test/integration/
