@@ -92,7 +92,12 @@ func (p *partition) assign(w *Writer, leader int32, owned bool) (fresh *sender) 
 		}
 		if s.add(p) {
 			if old := p.sender; old != nil && old != s {
+				// The old sender may be parked on p (holding it while a
+				// lookup relocates it, say) and carry nothing else: woken,
+				// it sees p gone, and stops once the writer is closed,
+				// rather than keeping Close waiting for it.
 				old.remove(p)
+				old.signal()
 			}
 			p.sender, p.leader = s, leader
 			p.outConn = nil // its batches out stay on the old connection: none joins them
