@@ -81,7 +81,7 @@ func (w *Writer) enqueue(ctx context.Context, msg kafka.Message, owned bool) err
 			continue
 		}
 		p := w.index.partition(topicPartition{msg.Topic, id})
-		s, full, fresh, err := p.push(w, msg, c.leaders[id], owned)
+		s, full, fresh, err := p.push(w, msg, c.leaders[id], c.at, owned)
 		w.enqueuing.Add(-1)
 		w.launch(fresh)
 		if err != nil {

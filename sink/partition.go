@@ -36,25 +36,33 @@ type partition struct {
 	state // guarded by mu
 }
 
-// push queues msg, whose partition's leader is leader, and returns the
+// push queues msg, whose partition's leader is leader as of at (the
+// lookup its routing read), and returns the
 // sender to tell of it, whether a full batch waits now, and a sender
 // made meanwhile, to launch. It fails once the writer is closed: checked
 // under mu, so that a sender, which stops only once the writer is closed
 // and its partitions are empty (looked at under their mu), never leaves
 // a message behind.
 //
+// A lookup that moved p since at (follow) knows its leader better: p
+// stays with it, or a stale routing would move p back to a broker that
+// no longer leads it.
+//
 // A salvage's dead letter (owned: from a goroutine Close waits for) is
 // queued after Close too: p's sender is then kept from stopping (keep),
 // or p gets a new one.
-func (p *partition) push(w *Writer, msg kafka.Message, leader int32, owned bool) (to *sender, full bool, fresh *sender, err error) {
+func (p *partition) push(w *Writer, msg kafka.Message, leader int32, at time.Time, owned bool) (to *sender, full bool, fresh *sender, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	closed := w.closed.Load()
 	if closed && !owned {
 		return nil, false, nil, errClosed(msg.Topic)
 	}
+	if at.Before(p.leaderAt) {
+		leader, at = p.leader, p.leaderAt
+	}
 	if p.sender == nil || leader != p.leader || closed && !p.sender.keep() {
-		fresh = p.assign(w, leader, owned)
+		fresh = p.assign(w, leader, at, owned)
 	}
 	if p.sender == nil {
 		return nil, false, fresh, errClosed(msg.Topic)
@@ -67,21 +75,27 @@ func (p *partition) push(w *Writer, msg kafka.Message, leader int32, owned bool)
 	return p.sender, p.full(w), fresh, nil
 }
 
-// follow moves p to leader's sender once metadata says it leads p, and
-// returns a sender made for it, to launch.
-func (p *partition) follow(w *Writer, leader int32) (fresh *sender) {
+// follow moves p to leader's sender once metadata answered at says it
+// leads p, unless p was assigned by a later answer, and returns a sender
+// made for it, to launch.
+func (p *partition) follow(w *Writer, leader int32, at time.Time) (fresh *sender) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if at.Before(p.leaderAt) {
+		return nil
+	}
 	if p.leader == leader {
+		p.leaderAt = at
 		return nil
 	}
 	// Pending, p's old sender runs (it stops only once p is empty), so a
 	// new one may be counted in owned even if Close waits for it.
-	return p.assign(w, leader, p.pending())
+	return p.assign(w, leader, at, p.pending())
 }
 
-// assign moves p to leader's sender, made if need be (fresh, to launch).
-func (p *partition) assign(w *Writer, leader int32, owned bool) (fresh *sender) {
+// assign moves p to leader's sender, made if need be (fresh, to launch),
+// as metadata answered at says.
+func (p *partition) assign(w *Writer, leader int32, at time.Time, owned bool) (fresh *sender) {
 	for {
 		s, made := w.index.senderFor(w, leader, owned)
 		if s == nil {
@@ -99,7 +113,7 @@ func (p *partition) assign(w *Writer, leader int32, owned bool) (fresh *sender) 
 				old.remove(p)
 				old.signal()
 			}
-			p.sender, p.leader = s, leader
+			p.sender, p.leader, p.leaderAt = s, leader, at
 			p.outConn = nil // its batches out stay on the old connection: none joins them
 			s.wakeUp()
 			return fresh
@@ -354,4 +368,11 @@ func (p *partition) report(w *Writer) {
 	}
 	p.reporting = false
 	p.mu.Unlock()
+}
+
+// leading returns the broker whose sender carries p (-1: none yet).
+func (p *partition) leading() int32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.leader
 }
