@@ -22,8 +22,8 @@ import (
 //
 // Lock order: a partition's mu, then the index's mu (index.go) or a
 // sender's mu (broker.go), one at a time; never the other way round. The
-// routes' mu (routes.go) and the producer identity's (idempotence.go) are
-// taken alone. A sender copies its partitions' list and looks at each
+// routes' mu (routes.go) and the producer identity's (idempotence.go, its
+// renew then its mu) are taken under no other. A sender copies its partitions' list and looks at each
 // under its own lock, not under the sender's.
 //
 // Its batches out at once are on one connection, in sequence order, and a
