@@ -131,11 +131,12 @@ func (w *Writer) salvageOne(msg kafka.Message, b batch) (reason string, err erro
 	if m.reason != "" {
 		// A dead letter already: its topic's max.message.bytes is below
 		// ours. It goes again without its value, to its own partition.
+		// It was counted once, when it was decided (sendDeadLetter,
+		// queueDeadLetter), and keeps the reason it was decided for.
 		if err = w.sendAlone(withoutValue(msg, len(msg.Value)), b); err != nil {
 			return m.reason, err, false
 		}
-		w.counted(msg.Topic, string(msg.Key), one)
-		return one.Reason, nil, false
+		return m.reason, nil, false
 	}
 	dl := w.letters.fit(deadLetterOfMessage(&msg, one, m.table, m.lsn))
 	dl.Topic = w.cfg.DeadLetterTopic
