@@ -130,11 +130,13 @@ func (w *Writer) salvageOne(msg kafka.Message, b batch) (reason string, err erro
 		// A dead letter already: its topic's max.message.bytes is below
 		// ours. It goes again without its value, to its own partition.
 		// It was counted once, when it was decided (sendDeadLetter,
-		// queueDeadLetter), and keeps the reason it was decided for.
+		// queueDeadLetter). Its reason says its value was left out (a
+		// salvage's dead letter reports its own event's reason instead:
+		// see queueDeadLetter).
 		if err = w.sendAlone(withoutValue(msg, len(msg.Value)), b); err != nil {
 			return m.reason, err
 		}
-		return m.reason, nil
+		return one.Reason, nil
 	}
 	dl := w.letters.fit(deadLetterOfMessage(&msg, one, m.table, m.lsn))
 	dl.Topic = w.cfg.DeadLetterTopic
