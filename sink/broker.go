@@ -42,9 +42,12 @@ type sender struct {
 	state atomic.Int32
 
 	// mu guards these; it is locked only in this file.
-	mu       sync.Mutex
-	parts    []*partition
-	version  uint64        // bumped at each change of parts
+	mu      sync.Mutex
+	parts   []*partition
+	version uint64 // bumped at each change of parts
+	// awaited: made for a partition not yet added (index.senderFor), it
+	// does not stop meanwhile.
+	awaited  bool
 	inflight int           // requests out
 	rtt      time.Duration // the last request's round trip
 	stopped  bool
@@ -59,7 +62,7 @@ type sender struct {
 }
 
 func newSender(w *Writer, broker int32) *sender {
-	return &sender{w: w, broker: broker, wake: make(chan struct{}, 1), out: make(chan requestOut, w.depth)}
+	return &sender{w: w, broker: broker, wake: make(chan struct{}, 1), out: make(chan requestOut, w.depth), awaited: true}
 }
 
 // requestOut is a request on the sender's connection, awaiting its answer.
@@ -78,6 +81,7 @@ func (s *sender) add(p *partition) bool {
 	}
 	s.parts = append(s.parts, p)
 	s.version++
+	s.awaited = false
 	return true
 }
 
@@ -110,15 +114,16 @@ func (s *sender) keep() bool {
 	return true
 }
 
-// retire stops s, unless its partitions changed since version.
-func (s *sender) retire(version uint64) bool {
+// retire stops s (retired), unless its partitions changed since version
+// (changed), or it awaits its first (awaited: add wakes it).
+func (s *sender) retire(version uint64) (retired, awaited bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.version != version {
-		return false
+	if s.awaited || s.version != version {
+		return false, s.awaited
 	}
 	s.stopped = true
-	return true
+	return true, false
 }
 
 // outstanding returns the requests s has out and its last round trip.
@@ -216,7 +221,11 @@ func (s *sender) next() (batches []batch, wait time.Duration, stop bool) {
 		version := s.members()
 		ready, due, nextRetry, pending, full := s.scanAll(&l)
 		if !pending && l.closing {
-			if !s.retire(version) {
+			retired, awaited := s.retire(version)
+			if awaited {
+				return nil, 0, false // until add wakes it
+			}
+			if !retired {
 				continue // a partition came meanwhile
 			}
 			w.index.retired(s)

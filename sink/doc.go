@@ -20,6 +20,10 @@
 // (partition.go) guards all of its state, a sender's (broker.go) its list
 // of partitions and requests out, the index's (index.go) the senders and
 // brokers, the routes' (routes.go) the topics' counts and drains, the
-// producer identity's (idempotence.go) its id. The only nesting is a
-// partition's lock, then the index's or a sender's; see partition.
+// producer identity's (idempotence.go) its id. Two nestings only: a
+// partition's lock, then the index's or a sender's (see partition); and
+// the producer identity's renew, then its mu: renewSession holds renew,
+// one InitProducerID at a time, across the request (up to 10 s, on the
+// receive goroutine of the sender whose batch was refused, whose later
+// answers wait meanwhile) and reads and records the id under mu.
 package sink

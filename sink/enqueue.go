@@ -81,9 +81,8 @@ func (w *Writer) enqueue(ctx context.Context, msg kafka.Message, owned bool) err
 			continue
 		}
 		p := w.index.partition(topicPartition{msg.Topic, id})
-		s, full, fresh, err := p.push(w, msg, c.leaders[id], owned)
+		s, full, err := p.push(w, msg, c.leaders[id], c.at, owned)
 		w.enqueuing.Add(-1)
-		w.launch(fresh)
 		if err != nil {
 			return err
 		}
@@ -168,22 +167,6 @@ func (w *Writer) topicBusy(topic string) bool {
 		return !busy
 	})
 	return busy
-}
-
-// launch starts s, a sender just made (nil: none), in goroutines that
-// index.senderFor counted in owned.
-func (w *Writer) launch(s *sender) {
-	if s == nil {
-		return
-	}
-	go func() {
-		defer w.owned.Done()
-		s.run()
-	}()
-	go func() {
-		defer w.owned.Done()
-		s.receive()
-	}()
 }
 
 // batchOverhead is a record's framing in a batch, roughly, on top of its

@@ -31,20 +31,20 @@ func (w *Writer) topicsKept() int {
 	return max(len(topics), w.routes.sizes())
 }
 
-// breakConnection closes broker's sender's connection, and fails the
-// sender's next dial: its next request finds the connection broken and
-// cannot dial it again at once. Call it from Config.Hold, which runs on
-// the sender's own goroutine, the owner of its connection and dialer.
-func (w *Writer) breakConnection(broker int32) {
-	s := w.index.running(broker)
-	if s == nil || s.conn == nil {
-		return
-	}
-	s.conn.Close()
+// dialBreaker fails the writer's next dial once armed (breakConnection).
+type dialBreaker struct {
+	w    *Writer
+	fail atomic.Bool
+}
+
+// dialBreaker wraps w's dialer so that breakConnection can fail its next
+// dial. Call it before the first event: no sender runs yet to read the
+// dialer, and the senders started later see the wrapper.
+func (w *Writer) dialBreaker() *dialBreaker {
+	b := &dialBreaker{w: w}
 	real := w.dialer.Dial
-	var once atomic.Bool
 	w.dialer.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if once.CompareAndSwap(false, true) {
+		if b.fail.CompareAndSwap(true, false) {
 			return nil, errors.New("connection refused (test)")
 		}
 		if real == nil {
@@ -52,6 +52,20 @@ func (w *Writer) breakConnection(broker int32) {
 		}
 		return real(ctx, network, addr)
 	}
+	return b
+}
+
+// breakConnection closes broker's sender's connection, and fails the
+// writer's next dial: the sender's next request finds the connection
+// broken and cannot dial it again at once. Call it from Config.Hold,
+// which runs on the sender's own goroutine, the owner of its connection.
+func (b *dialBreaker) breakConnection(broker int32) {
+	s := b.w.index.running(broker)
+	if s == nil || s.conn == nil {
+		return
+	}
+	b.fail.Store(true)
+	s.conn.Close()
 }
 
 // forgetCount drops the writer's cached partition count of topic, as a

@@ -96,11 +96,9 @@ func (w *Writer) salvage(b batch) (failed error) {
 			p.deliver(w, fate{msgs: msgs[i : i+1], err: heldBack(msgs[i].Topic, failed)})
 			continue
 		}
-		reason, err, reported := w.salvageOne(msgs[i], b)
+		reason, err := w.salvageOne(msgs[i], b)
 		failed = err
-		if !reported {
-			p.deliver(w, fate{msgs: msgs[i : i+1], err: err, reason: reason, own: true})
-		}
+		p.deliver(w, fate{msgs: msgs[i : i+1], err: err, reason: reason, own: true})
 	}
 	return failed
 }
@@ -118,24 +116,27 @@ func (w *Writer) sendAlone(msg kafka.Message, b batch) error {
 
 // salvageOne sends msg of b alone, and dead-letters it if Kafka refuses
 // it for what it is and there is a dead-letter topic. It returns msg's
-// fate; reported: Done was told it already (by its dead letter's).
-func (w *Writer) salvageOne(msg kafka.Message, b batch) (reason string, err error, reported bool) {
+// fate, for its partition to report in order.
+func (w *Writer) salvageOne(msg kafka.Message, b batch) (reason string, err error) {
 	m, _ := msg.WriterData.(meta)
 	if err = w.sendAlone(msg, b); err == nil {
-		return m.reason, nil, false
+		return m.reason, nil
 	}
 	var one *Error
 	if !errors.As(err, &one) || one.Reason == "" || w.cfg.DeadLetterTopic == "" {
-		return m.reason, err, false
+		return m.reason, err
 	}
 	if m.reason != "" {
 		// A dead letter already: its topic's max.message.bytes is below
 		// ours. It goes again without its value, to its own partition.
+		// It was counted once, when it was decided (sendDeadLetter,
+		// queueDeadLetter). Its reason says its value was left out (a
+		// salvage's dead letter reports its own event's reason instead:
+		// see queueDeadLetter).
 		if err = w.sendAlone(withoutValue(msg, len(msg.Value)), b); err != nil {
-			return m.reason, err, false
+			return m.reason, err
 		}
-		w.counted(msg.Topic, string(msg.Key), one)
-		return one.Reason, nil, false
+		return one.Reason, nil
 	}
 	dl := w.letters.fit(deadLetterOfMessage(&msg, one, m.table, m.lsn))
 	dl.Topic = w.cfg.DeadLetterTopic

@@ -53,24 +53,26 @@ func (x *index) each(topic string, f func(*partition) bool) {
 	})
 }
 
-// senderFor returns broker's running sender, or a new one (fresh), for
-// which it counts two goroutines in w.owned: the caller starts them
-// (launch) once it holds no lock. A closed writer makes no new sender for
-// an unowned caller (nil): Close may be waiting for owned already, and
-// nothing new is queued once it is closed.
-func (x *index) senderFor(w *Writer, broker int32, owned bool) (s *sender, fresh bool) {
+// senderFor returns broker's running sender, or starts a new one, in two
+// goroutines w.owned counts, started here under the lock: a closed
+// writer makes no new sender for an unowned caller (nil), so none is
+// counted once Close may be waiting for owned. A new sender is awaited
+// (see sender.add): it does not stop before the caller hands it the
+// partition it was made for.
+func (x *index) senderFor(w *Writer, broker int32, owned bool) *sender {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if s, ok := x.senders[broker]; ok {
-		return s, false
+		return s
 	}
 	if w.closed.Load() && !owned {
-		return nil, false
+		return nil
 	}
-	s = newSender(w, broker)
+	s := newSender(w, broker)
 	x.senders[broker] = s
-	w.owned.Add(2)
-	return s, true
+	w.owned.Go(s.run)
+	w.owned.Go(s.receive)
+	return s
 }
 
 // retired drops s, stopped, from the senders: the next partition its

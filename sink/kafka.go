@@ -185,7 +185,8 @@ type meta struct {
 	// empty: by the key.
 	partition string
 	// settled, for a salvage's dead letter (queueDeadLetter), is told
-	// its fate after Done is; nil for any other message.
+	// its fate instead of Done (the salvage reports it, in its source
+	// partition's order); nil for any other message.
 	settled chan error
 }
 

@@ -100,7 +100,7 @@ func (w *Writer) learn(ctx context.Context, topic string, res *metadataAPI.Respo
 		// Partitions whose leader moved follow it to its sender.
 		for id, leader := range c.leaders {
 			if p, ok := w.index.found(topicPartition{topic, id}); ok {
-				w.launch(p.follow(w, leader))
+				p.follow(w, leader, c.at)
 			}
 		}
 		return c, nil

@@ -17,12 +17,13 @@ import (
 // everything about it: its messages waiting, its batches out and to retry,
 // its sequence, its salvage and the order of its reports. Its mu guards all
 // of it and is locked only by the methods in this file, which never call
-// Done, block on I/O or start a goroutine under it.
+// Done, block on I/O or start a goroutine under it (but a new sender's,
+// under the index's lock: see index.senderFor).
 //
 // Lock order: a partition's mu, then the index's mu (index.go) or a
 // sender's mu (broker.go), one at a time; never the other way round. The
-// routes' mu (routes.go) and the producer identity's (idempotence.go) are
-// taken alone. A sender copies its partitions' list and looks at each
+// routes' mu (routes.go) and the producer identity's (idempotence.go, its
+// renew then its mu) are taken under no other. A sender copies its partitions' list and looks at each
 // under its own lock, not under the sender's.
 //
 // Its batches out at once are on one connection, in sequence order, and a
@@ -36,68 +37,82 @@ type partition struct {
 	state // guarded by mu
 }
 
-// push queues msg, whose partition's leader is leader, and returns the
-// sender to tell of it, whether a full batch waits now, and a sender
-// made meanwhile, to launch. It fails once the writer is closed: checked
+// push queues msg, whose partition's leader is leader as of at (the
+// lookup its routing read), and returns the sender to tell of it and
+// whether a full batch waits now. It fails once the writer is closed: checked
 // under mu, so that a sender, which stops only once the writer is closed
 // and its partitions are empty (looked at under their mu), never leaves
 // a message behind.
 //
+// A lookup that moved p since at (follow) knows its leader better: p
+// stays with it, or a stale routing would move p back to a broker that
+// no longer leads it.
+//
 // A salvage's dead letter (owned: from a goroutine Close waits for) is
 // queued after Close too: p's sender is then kept from stopping (keep),
 // or p gets a new one.
-func (p *partition) push(w *Writer, msg kafka.Message, leader int32, owned bool) (to *sender, full bool, fresh *sender, err error) {
+func (p *partition) push(w *Writer, msg kafka.Message, leader int32, at time.Time, owned bool) (to *sender, full bool, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	closed := w.closed.Load()
 	if closed && !owned {
-		return nil, false, nil, errClosed(msg.Topic)
+		return nil, false, errClosed(msg.Topic)
+	}
+	if at.Before(p.leaderAt) {
+		leader, at = p.leader, p.leaderAt
 	}
 	if p.sender == nil || leader != p.leader || closed && !p.sender.keep() {
-		fresh = p.assign(w, leader, owned)
+		p.assign(w, leader, at, owned)
 	}
 	if p.sender == nil {
-		return nil, false, fresh, errClosed(msg.Topic)
+		return nil, false, errClosed(msg.Topic)
 	}
 	if len(p.buf) == 0 {
 		p.since = time.Now()
 	}
 	p.buf = append(p.buf, msg)
 	p.bytes += recordSize(&msg) + batchOverhead
-	return p.sender, p.full(w), fresh, nil
+	return p.sender, p.full(w), nil
 }
 
-// follow moves p to leader's sender once metadata says it leads p, and
-// returns a sender made for it, to launch.
-func (p *partition) follow(w *Writer, leader int32) (fresh *sender) {
+// follow moves p to leader's sender once metadata answered at says it
+// leads p, unless p was assigned by a later answer.
+func (p *partition) follow(w *Writer, leader int32, at time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if at.Before(p.leaderAt) {
+		return
+	}
 	if p.leader == leader {
-		return nil
+		p.leaderAt = at
+		return
 	}
 	// Pending, p's old sender runs (it stops only once p is empty), so a
 	// new one may be counted in owned even if Close waits for it.
-	return p.assign(w, leader, p.pending())
+	p.assign(w, leader, at, p.pending())
 }
 
-// assign moves p to leader's sender, made if need be (fresh, to launch).
-func (p *partition) assign(w *Writer, leader int32, owned bool) (fresh *sender) {
+// assign moves p to leader's sender, made if need be, as metadata
+// answered at says.
+func (p *partition) assign(w *Writer, leader int32, at time.Time, owned bool) {
 	for {
-		s, made := w.index.senderFor(w, leader, owned)
+		s := w.index.senderFor(w, leader, owned)
 		if s == nil {
-			return fresh // closed, and nothing of p's to carry
-		}
-		if made {
-			fresh = s
+			return // closed, and nothing of p's to carry
 		}
 		if s.add(p) {
 			if old := p.sender; old != nil && old != s {
+				// The old sender may be parked on p (holding it while a
+				// lookup relocates it, say) and carry nothing else: woken,
+				// it sees p gone, and stops once the writer is closed,
+				// rather than keeping Close waiting for it.
 				old.remove(p)
+				old.signal()
 			}
-			p.sender, p.leader = s, leader
+			p.sender, p.leader, p.leaderAt = s, leader, at
 			p.outConn = nil // its batches out stay on the old connection: none joins them
 			s.wakeUp()
-			return fresh
+			return
 		}
 		w.index.retired(s) // it stopped meanwhile
 	}
@@ -349,4 +364,11 @@ func (p *partition) report(w *Writer) {
 	}
 	p.reporting = false
 	p.mu.Unlock()
+}
+
+// leading returns the broker whose sender carries p (-1: none yet).
+func (p *partition) leading() int32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.leader
 }

@@ -45,17 +45,17 @@ func TestSyncFailureBesidePipelined(t *testing.T) {
 	const events = 40
 	gate := make(chan struct{})
 	var holds atomic.Int32
-	var w *Writer
+	var brk *dialBreaker
 	hold := func(ctx context.Context) {
 		switch holds.Add(1) {
 		case 1:
 			<-gate
 		case 4: // B2's send: its connection breaks, and the broker cannot be dialed once
-			w.breakConnection(0)
+			brk.breakConnection(0)
 		}
 	}
-	ctx, w0, f := keyedWriter(t, cluster, "mis", events, Config{BatchSize: 10, MaxInFlightRequests: 5, Hold: hold})
-	w = w0
+	ctx, w, f := keyedWriter(t, cluster, "mis", events, Config{BatchSize: 10, MaxInFlightRequests: 5, Hold: hold})
+	brk = w.dialBreaker() // before the first event: no sender runs yet
 	publishKeyed(ctx, t, w, 1, 1)
 	for i := 1; i < events; i++ {
 		if err := w.Publish(ctx, keyedEvent(i, 1), uint64(i)); err != nil {

@@ -16,11 +16,14 @@ import (
 // guards it (partition.go), and its methods there are the only callers
 // of these.
 type state struct {
-	leader int32           // the broker whose sender carries this partition
-	sender *sender         // that broker's sender; nil until the first event
-	buf    []kafka.Message // waiting, oldest first
-	bytes  int             // their weight against batchBytes
-	since  time.Time       // when buf's oldest message was queued, or later (see dueAt)
+	leader int32   // the broker whose sender carries this partition
+	sender *sender // that broker's sender; nil until the first event
+	// leaderAt is when the metadata answer that named leader was read
+	// (topicCount.at): an older one does not move p (push, follow).
+	leaderAt time.Time
+	buf      []kafka.Message // waiting, oldest first
+	bytes    int             // their weight against batchBytes
+	since    time.Time       // when buf's oldest message was queued, or later (see dueAt)
 	// out counts its batches in requests not yet answered, all on
 	// outConn (see joins).
 	out     int

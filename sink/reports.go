@@ -44,10 +44,13 @@ func (w *Writer) reportFate(f fate) {
 		if f.own {
 			reason = f.reason
 		}
-		w.done(m.token, reason, f.err)
 		if m.settled != nil {
+			// A salvage's dead letter: its salvage reports the event
+			// through its own partition, in that partition's order.
 			m.settled <- f.err
+			continue
 		}
+		w.done(m.token, reason, f.err)
 	}
 }
 

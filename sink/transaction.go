@@ -123,22 +123,24 @@ func (s *sender) failInTransaction(b batch, err error) {
 // for what it is (one says why), through the queue of its own partition,
 // like every dead letter decided before sending, so that it joins the
 // open transaction of a transactional writer; a salvage sends only to the
-// partition it holds. The dead letter carries msg's token and the reason:
-// its fate is msg's, told to Done by the dead letter's partition.
-// queueDeadLetter waits for it, so that the salvage goes on (or stops
-// its partition) once msg is settled, as it would for a message of its
-// own; reported is true once Done was told.
-func (w *Writer) queueDeadLetter(topic string, dl kafka.Message, m meta, one *Error) (reason string, err error, reported bool) {
+// partition it holds. The dead letter carries msg's token and the reason;
+// its fate is msg's, which the dead letter's partition tells only to
+// queueDeadLetter (settled), not to Done: the salvage reports it through
+// msg's own partition, after that partition's earlier events (Done is
+// called in order within a partition). queueDeadLetter waits for it, so
+// that the salvage goes on (or stops its partition) once msg is settled,
+// as it would for a message of its own.
+func (w *Writer) queueDeadLetter(topic string, dl kafka.Message, m meta, one *Error) (reason string, err error) {
 	settled := make(chan error, 1)
 	dl.WriterData = meta{token: m.token, lsn: m.lsn, table: m.table, reason: one.Reason, settled: settled}
 	if err := w.write(w.abandon, dl, true); err != nil {
-		return m.reason, fmt.Errorf("dead-letter the event the broker refused (%s): %w", one.Reason, err), false
+		return m.reason, fmt.Errorf("dead-letter the event the broker refused (%s): %w", one.Reason, err)
 	}
 	if err := <-settled; err != nil {
-		return one.Reason, err, true
+		return one.Reason, err
 	}
 	w.counted(topic, string(dl.Key), one)
-	return one.Reason, nil, true
+	return one.Reason, nil
 }
 
 // Flush, while on, sends what is queued at once instead of pacing requests
