@@ -136,23 +136,9 @@ func (c *Cluster) createTopic(ctx context.Context, topic string, rf int) (bool, 
 
 // checkCompacted refuses a topic whose cleanup.policy is not compact.
 func (c *Cluster) checkCompacted(ctx context.Context, topic string) error {
-	res, err := c.client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
-		ResourceType: kafka.ResourceTypeTopic, ResourceName: topic, ConfigNames: []string{"cleanup.policy"},
-	}}})
-	if err == nil && len(res.Resources) == 0 {
-		err = errors.New("no answer")
-	}
-	if err == nil {
-		err = res.Resources[0].Error
-	}
+	policy, err := c.topicPolicy(ctx, topic)
 	if err != nil {
-		return fmt.Errorf("read cleanup.policy of checkpoint topic %s (grant DESCRIBE_CONFIGS on it): %w", topic, err)
-	}
-	policy := "delete" // Kafka's default, when the broker leaves it out
-	for _, e := range res.Resources[0].ConfigEntries {
-		if e.ConfigName == "cleanup.policy" {
-			policy = e.ConfigValue
-		}
+		return fmt.Errorf("read checkpoint topic's policy (grant DESCRIBE_CONFIGS on it): %w", err)
 	}
 	if policy != "compact" {
 		return fmt.Errorf("%w: %s has cleanup.policy=%s, so retention may delete a slot's last checkpoint; set it to compact "+

@@ -22,17 +22,7 @@ import (
 // letter per event too large, and a single producer id.
 func TestSalvageUnderRandomFaults(t *testing.T) {
 	besideOthersWhenShort(t)
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	coin := &chance{rng: rand.New(rand.NewPCG(seed, seed>>1))}
-	cluster := newCluster(t, kfake.NumBrokers(1))
-	ids := watchProducerIDs(t, cluster)
-	if err := cluster.CreateTopic("small", 1, map[string]string{"max.message.bytes": "2000"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := cluster.CreateTopic("dlq", 1, nil); err != nil {
-		t.Fatal(err)
-	}
+	cluster, coin, ids := salvageCluster(t, 1)
 	injectRandomFaults(cluster, coin, "small",
 		randomFault{kerr.RequestTimedOut, 0.08},
 		randomFault{kerr.NotEnoughReplicas, 0.05})
@@ -106,17 +96,7 @@ func TestSalvageUnderRandomFaults(t *testing.T) {
 // faults; each key's order in Done and in the log, every event once.
 func TestSalvageUnderLeaderMovesAndFaults(t *testing.T) {
 	besideOthersWhenShort(t)
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	coin := &chance{rng: rand.New(rand.NewPCG(seed, seed>>1))}
-	cluster := newCluster(t, kfake.NumBrokers(3))
-	ids := watchProducerIDs(t, cluster)
-	if err := cluster.CreateTopic("small", 3, map[string]string{"max.message.bytes": "2000"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := cluster.CreateTopic("dlq", 1, nil); err != nil {
-		t.Fatal(err)
-	}
+	cluster, coin, ids := salvageCluster(t, 3)
 	faults := injectRandomFaults(cluster, coin, "small",
 		randomFault{kerr.RequestTimedOut, 0.05},
 		randomFault{kerr.NotLeaderForPartition, 0.04},
@@ -253,4 +233,23 @@ func TestCloseDuringASalvageRetriedForEver(t *testing.T) {
 			t.Errorf("event %d: %d fates, err %v (want 1, failed)", i, f.times, f.err)
 		}
 	}
+}
+
+// salvageCluster starts a cluster of n brokers holding "small" (n
+// partitions, records over 2,000 bytes refused) and "dlq", watching the
+// producer ids it hands out; its coin is seeded from the clock (logged).
+func salvageCluster(t *testing.T, n int) (*kfake.Cluster, *chance, *producerIDs) {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	coin := &chance{rng: rand.New(rand.NewPCG(seed, seed>>1))}
+	cluster := newCluster(t, kfake.NumBrokers(n))
+	ids := watchProducerIDs(t, cluster)
+	if err := cluster.CreateTopic("small", int32(n), map[string]string{"max.message.bytes": "2000"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.CreateTopic("dlq", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	return cluster, coin, ids
 }
