@@ -39,12 +39,18 @@ type drainResult struct {
 	PayloadBytes float64 // mean payload size
 	DecodeRate   float64 // rows/s, bare pglogrepl reader
 	DecodeMBps   float64 // pgoutput bytes/s of that reader, in MB/s
-	ProduceRate  float64 // msgs/s, bare kafka-go writer
-	RelayRate    float64 // events/s, outbox-cdc from start to the slot confirming the last commit
-	Ratio        float64 // RelayRate / min(DecodeRate, ProduceRate)
-	PerEventUs   float64 // relay microseconds per event
-	PeakRSSMiB   float64 // relay peak resident memory
-	CPUPer100k   float64 // relay CPU seconds (user+system) per 100,000 events
+	// InServerRate is rows/s the server decodes the same backlog at in one
+	// backend with no client at all (pg_logical_slot_peek_binary_changes):
+	// the physical limit of any relay on this machine.
+	InServerRate float64
+	// InServerRatio is RelayRate / InServerRate.
+	InServerRatio float64
+	ProduceRate   float64 // msgs/s, bare kafka-go writer
+	RelayRate     float64 // events/s, outbox-cdc from start to the slot confirming the last commit
+	Ratio         float64 // RelayRate / min(DecodeRate, ProduceRate)
+	PerEventUs    float64 // relay microseconds per event
+	PeakRSSMiB    float64 // relay peak resident memory
+	CPUPer100k    float64 // relay CPU seconds (user+system) per 100,000 events
 }
 
 const outboxDDL = `(
@@ -72,6 +78,7 @@ func (b *bench) drain(ctx context.Context, n int, profile bool) (drainResult, er
 		fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert')", name, name),
 		fmt.Sprintf("SELECT pg_create_logical_replication_slot('%s_dec', 'pgoutput')", name),
 		fmt.Sprintf("SELECT pg_create_logical_replication_slot('%s_relay', 'pgoutput')", name),
+		fmt.Sprintf("SELECT pg_create_logical_replication_slot('%s_srv', 'pgoutput')", name),
 		fmt.Sprintf(`DO $$ BEGIN FOR t IN 0..%d LOOP
 			INSERT INTO %s SELECT gen_random_uuid(), 'order', 'agg-' || (g %% 1000), 'created', %s
 			FROM generate_series(t * 100, least(t * 100 + 99, %d - 1)) g;
@@ -81,7 +88,7 @@ func (b *bench) drain(ctx context.Context, n int, profile bool) (drainResult, er
 			return res, fmt.Errorf("%.60s: %w", sql, err)
 		}
 	}
-	defer b.cleanup(name, name+"_dec", name+"_relay")
+	defer b.cleanup(name, name+"_dec", name+"_relay", name+"_srv")
 	if err := b.db.QueryRow(ctx, "SELECT avg(octet_length(payload::text)) FROM "+name).Scan(&res.PayloadBytes); err != nil {
 		return res, err
 	}
@@ -91,6 +98,10 @@ func (b *bench) drain(ctx context.Context, n int, profile bool) (drainResult, er
 		return res, fmt.Errorf("decode ceiling: %w", err)
 	}
 	res.DecodeRate, res.DecodeMBps = float64(rows)/took.Seconds(), float64(bytes)/took.Seconds()/1e6
+
+	if res.InServerRate, err = b.inServerDecode(ctx, name+"_srv", name, n); err != nil {
+		return res, fmt.Errorf("in-server decode: %w", err)
+	}
 
 	if res.ProduceRate, err = b.produceCeiling(ctx, name+"_ceiling", n, int(res.PayloadBytes)); err != nil {
 		return res, fmt.Errorf("produce ceiling: %w", err)
@@ -107,6 +118,7 @@ func (b *bench) drain(ctx context.Context, n int, profile bool) (drainResult, er
 	}
 	res.RelayRate = float64(n) / took.Seconds()
 	res.Ratio = res.RelayRate / min(res.DecodeRate, res.ProduceRate)
+	res.InServerRatio = res.RelayRate / res.InServerRate
 	res.PerEventUs = float64(took.Microseconds()) / float64(n)
 	res.PeakRSSMiB = float64(usage.Maxrss) / 1024
 	res.CPUPer100k = cpuSeconds(usage) / float64(n) * 100_000
@@ -124,6 +136,26 @@ func (b *bench) cleanup(table string, slots ...string) {
 	}
 	_, _ = b.db.Exec(ctx, "DROP PUBLICATION IF EXISTS "+table)
 	_, _ = b.db.Exec(ctx, "DROP TABLE IF EXISTS "+table)
+}
+
+// inServerDecode times the server decoding the backlog behind slot in one
+// backend, with pgoutput as the relay asks for it and nothing sent to a
+// client but a count: the walsender's work without its network, so the
+// rate no relay can pass on this machine. It peeks (the slot stays where it
+// is) and returns rows/s; want is how many rows the backlog holds.
+func (b *bench) inServerDecode(ctx context.Context, slot, publication string, want int) (float64, error) {
+	began := time.Now()
+	var changes int
+	err := b.db.QueryRow(ctx, `SELECT count(*) FROM pg_logical_slot_peek_binary_changes($1, NULL, NULL,
+		'proto_version', '1', 'publication_names', $2, 'messages', 'true')`, slot, publication).Scan(&changes)
+	if err != nil {
+		return 0, err
+	}
+	took := time.Since(began)
+	if changes < want {
+		return 0, fmt.Errorf("decoded %d changes, fewer than the %d rows of the backlog", changes, want)
+	}
+	return float64(want) / took.Seconds(), nil
 }
 
 // decodeCeiling streams slot with nothing but pglogrepl, counting the

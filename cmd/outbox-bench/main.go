@@ -174,8 +174,8 @@ func (b *bench) runDefault(ctx context.Context, o options) error {
 			if err != nil {
 				return fmt.Errorf("drain of %d, run %d: %w", n, i+1, err)
 			}
-			fmt.Fprintf(os.Stderr, "drain n=%d run %d: decode %.0f rows/s, produce %.0f msgs/s, outbox-cdc %.0f events/s (%.2f), RSS %.1f MiB\n",
-				n, i+1, r.DecodeRate, r.ProduceRate, r.RelayRate, r.Ratio, r.PeakRSSMiB)
+			fmt.Fprintf(os.Stderr, "drain n=%d run %d: in-server decode %.0f rows/s, decode %.0f rows/s, produce %.0f msgs/s, outbox-cdc %.0f events/s (%.2f of in-server decode, %.2f of the lower ceiling), RSS %.1f MiB\n",
+				n, i+1, r.InServerRate, r.DecodeRate, r.ProduceRate, r.RelayRate, r.InServerRatio, r.Ratio, r.PeakRSSMiB)
 			rep.Drains = append(rep.Drains, r)
 		}
 	}
