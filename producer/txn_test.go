@@ -315,3 +315,51 @@ func TestTxnFenced(t *testing.T) {
 		})
 	}
 }
+
+// TestTxnIncludedPartitionJoinsTheFirstAdd: a partition Included goes into
+// each transaction with its first AddPartitionsToTxn, in the same request,
+// so that the record written there at the commit (the checkpoint) costs no
+// round trip of its own; a transaction that adds nothing adds it neither.
+func TestTxnIncludedPartitionJoinsTheFirstAdd(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, 1)
+	adds := count(c, kmsg.AddPartitionsToTxn)
+	w := ready(ctx, t, c, "include")
+	w.Include(txnTopic, 1)
+	for round := range 2 {
+		if err := w.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		if w.Added(txnTopic, 1) {
+			t.Fatalf("round %d: the included partition is in the transaction before any add", round)
+		}
+		before := adds.Load()
+		if err := w.AddPartitions(ctx, map[string][]int32{txnTopic: {0}}); err != nil {
+			t.Fatal(err)
+		}
+		if !w.Added(txnTopic, 0) || !w.Added(txnTopic, 1) {
+			t.Fatalf("round %d: added 0: %v, included 1: %v; want both", round, w.Added(txnTopic, 0), w.Added(txnTopic, 1))
+		}
+		if err := w.AddPartitions(ctx, map[string][]int32{txnTopic: {1}}); err != nil {
+			t.Fatal(err)
+		}
+		if n := adds.Load() - before; n != 1 {
+			t.Fatalf("round %d: %d AddPartitionsToTxn requests, want 1", round, n)
+		}
+		for p, v := range []string{"a", "b"} {
+			if err := w.produce(ctx, int32(p), v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ends := count(c, kmsg.EndTxn)
+	if err := w.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(ctx); err != nil || ends.Load() != 0 {
+		t.Errorf("a transaction that added nothing: %v, %d EndTxn requests, want none", err, ends.Load())
+	}
+}
