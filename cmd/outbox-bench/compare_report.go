@@ -97,8 +97,8 @@ func (b *bench) runCompare(ctx context.Context, root string, names, relayArgs []
 // printCompare prints medians (min–max) over the rounds.
 func printCompare(w io.Writer, rep compareReport, names []string, loads []load) {
 	fmt.Fprintf(w, "\n%s; %d rounds, relays' order rotated each round; %s per load; medians (min–max)\n\n", rep.Machine, rep.Rounds, rep.Phase)
-	fmt.Fprintln(w, "| load | relay | p50 ms | p99 ms | max ms | relay CPU µs/event | broker CPU µs/event | walsender CPU µs/event | produce req/s | records/req | batches/s read |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| load | relay | achieved tx/s | p50 ms | p99 ms | max ms | relay CPU µs/event | broker CPU µs/event | walsender CPU µs/event | produce req/s | records/req | batches/s read |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, l := range loads {
 		for _, n := range append(slices.Clone(names), "bare reader") {
 			var runs []phaseResult
@@ -123,8 +123,8 @@ func printCompare(w io.Writer, rep compareReport, names []string, loads []load) 
 			if n == "bare reader" {
 				batches = "–"
 			}
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", l, n,
-				get(func(p phaseResult) float64 { return p.P50 }), get(func(p phaseResult) float64 { return p.P99 }),
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", l, n,
+				get(func(p phaseResult) float64 { return p.AchievedTx }), get(func(p phaseResult) float64 { return p.P50 }), get(func(p phaseResult) float64 { return p.P99 }),
 				get(func(p phaseResult) float64 { return p.Max }), relayCPU, broker,
 				get(func(p phaseResult) float64 { return p.WalsenderUs }), reqs, per, batches)
 		}
@@ -145,7 +145,56 @@ func printCompare(w io.Writer, rep compareReport, names []string, loads []load) 
 			over(runs, func(d drainRun) float64 { return d.Rate }), over(runs, func(d drainRun) float64 { return d.CPUPer100k }),
 			over(runs, func(d drainRun) float64 { return d.BrokerPer }), over(runs, func(d drainRun) float64 { return d.PeakRSSMiB }))
 	}
+	printCapacity(w, rep.Phases, names)
 	printKills(w, rep.Kills, names)
+}
+
+// capacityP99 is the latency under which a rate counts as sustained.
+const capacityP99 = 100.0 // ms
+
+// capacity is the highest single-row rate of phases (one relay's, one
+// round's) that the relay sustained, and every lower one too: p99 under
+// capacityP99 with the writers reaching 95% of the rate asked. 0: none.
+// Its resolution is -loads': include rates above what is expected.
+func capacity(phases []phaseResult) float64 {
+	var single []phaseResult
+	for _, p := range phases {
+		if p.Load.Rows == 1 {
+			single = append(single, p)
+		}
+	}
+	slices.SortFunc(single, func(a, b phaseResult) int { return a.Load.TxPerSec - b.Load.TxPerSec })
+	best := 0.0
+	for _, p := range single {
+		if p.P99 >= capacityP99 || p.AchievedTx < 0.95*float64(p.Load.TxPerSec) {
+			break
+		}
+		best = float64(p.Load.TxPerSec)
+	}
+	return best
+}
+
+// printCapacity prints each relay's capacity, median (min–max) over the
+// rounds.
+func printCapacity(w io.Writer, phases []phaseResult, names []string) {
+	fmt.Fprintf(w, "\ncapacity: the highest single-row rate of -loads sustained with p99 under %.0f ms (and every lower one), the writers reaching 95%% of it\n\n", capacityP99)
+	fmt.Fprintln(w, "| relay | capacity tx/s |")
+	fmt.Fprintln(w, "|---|---|")
+	for _, n := range names {
+		byRound := map[int][]phaseResult{}
+		for _, p := range phases {
+			if p.Relay == strings.TrimSpace(n) {
+				byRound[p.Round] = append(byRound[p.Round], p)
+			}
+		}
+		var caps []float64
+		for _, ps := range byRound {
+			caps = append(caps, capacity(ps))
+		}
+		if len(caps) > 0 {
+			fmt.Fprintf(w, "| %s | %s |\n", n, over(caps, func(c float64) float64 { return c }))
+		}
+	}
 }
 
 // printKills prints the kill -9 scenario, medians (min–max) over the
