@@ -1,4 +1,4 @@
-package sink
+package producer
 
 import (
 	"context"
@@ -57,7 +57,7 @@ func (w *Writer) recheck(ctx context.Context, topic string) error {
 	}
 }
 
-func answered(done chan struct{}) bool {
+func isClosed(done chan struct{}) bool {
 	select {
 	case <-done:
 		return true

@@ -1,4 +1,4 @@
-package sink
+package producer
 
 import (
 	"context"
@@ -10,8 +10,6 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/outbox-cdc/outbox-cdc/decode"
 )
 
 // TestPartitionsAddedKeepKeyOrder grows a topic from 1 to 4 partitions
@@ -35,15 +33,15 @@ func TestPartitionsAddedKeepKeyOrder(t *testing.T) {
 		}
 		return nil, nil, false
 	})
-	topic, _ := ParseTopic("grow")
+	topic := "grow"
 	const events, keys = 600, 8
 	f := newFates(events)
-	w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 100, BatchTimeout: time.Millisecond,
+	w := newTestWriter(testConfig{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 100, BatchTimeout: time.Millisecond,
 		MetadataMaxAge: time.Second, MissingTopicTimeout: 10 * time.Second}, f.done)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	publish := func(i int) {
-		ev := &decode.Event{ID: fmt.Sprint(i), AggregateID: fmt.Sprintf("k%d", i%keys), Payload: []byte("{}")}
+		ev := &event{ID: fmt.Sprint(i), AggregateID: fmt.Sprintf("k%d", i%keys), Payload: []byte("{}")}
 		for {
 			err := w.Publish(ctx, ev, uint64(i))
 			if err == nil {
@@ -122,15 +120,15 @@ func TestPartitionDrainOutlivesLookups(t *testing.T) {
 			key = string(m.Key)
 		}
 	}
-	topic, _ := ParseTopic("grow")
+	topic := "grow"
 	const events = 5
 	f := newFates(events)
-	w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 100, BatchTimeout: time.Millisecond,
+	w := newTestWriter(testConfig{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 100, BatchTimeout: time.Millisecond,
 		MetadataMaxAge: 50 * time.Millisecond, MissingTopicTimeout: 10 * time.Second}, f.done)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	publish := func(i int) error {
-		return w.Publish(ctx, &decode.Event{ID: fmt.Sprint(i), AggregateID: key, Payload: []byte("{}")}, uint64(i))
+		return w.Publish(ctx, &event{ID: fmt.Sprint(i), AggregateID: key, Payload: []byte("{}")}, uint64(i))
 	}
 	for i := range events - 1 { // the first is held, the others queue behind it
 		if err := publish(i); err != nil {
