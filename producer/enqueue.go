@@ -134,7 +134,7 @@ func (w *Writer) route(ctx context.Context, topic string, named bool) (topicCoun
 // place routes msg's topic (see route) and returns its partition. A
 // partition named by the row and out of range is asked again once, after
 // the brokers are asked past every cache (recheck): the topic may have
-// just grown. msg waits meanwhile (its Publish does not return), so
+// just grown. msg waits meanwhile (its Produce does not return), so
 // nothing after it overtakes it.
 func (w *Writer) place(ctx context.Context, msg *Outgoing) (topicCount, int, error) {
 	for fresh := false; ; fresh = true {

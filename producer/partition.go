@@ -18,7 +18,7 @@ import (
 // under the index's lock: see index.senderFor).
 //
 // Lock order: a partition's mu, then the index's mu (index.go) or a
-// sender's mu (broker.go), one at a time; never the other way round. The
+// sender's mu (sender.go), one at a time; never the other way round. The
 // routes' mu (routes.go) and the producer identity's (idempotence.go, its
 // renew then its mu) are taken under no other. A sender copies its partitions' list and looks at each
 // under its own lock, not under the sender's.

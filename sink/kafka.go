@@ -20,37 +20,24 @@ type Config struct {
 	Topic   Topic // the topic template of events of tables missing from Topics
 	// Topics holds each outbox table's own topic template, by schema.table.
 	Topics map[string]Topic
-	// BatchSize bounds the messages of one partition in one request.
-	BatchSize int
-	// BatchTimeout is the least time between two requests to one broker
-	// while events keep coming (see sender); a request after a quiet spell
-	// leaves at once.
-	BatchTimeout time.Duration
-	// MaxInFlightRequests bounds the produce requests out at once on each
-	// broker's connection, as the Java producer's
-	// max.in.flight.requests.per.connection: 1 to 5 (the most a broker
-	// deduplicates per partition); 0: 5. Only full batches (a backlog)
-	// send a request while another is out.
+	// BatchSize, BatchTimeout, MaxInFlightRequests, Compression and
+	// MaxMessageBytes are the produce engine's (producer.WriterConfig);
+	// an event whose record exceeds MaxMessageBytes is dead-lettered
+	// without being sent. Keep it at or below the topics'
+	// max.message.bytes (broker default 1048588).
+	BatchSize           int
+	BatchTimeout        time.Duration
 	MaxInFlightRequests int
-	// Compression is the codec of every record batch; "" is none.
-	Compression Compression
-	// MaxMessageBytes bounds one record (key, value and headers). A larger
-	// event is dead-lettered without being sent. Keep it at or below the
-	// topics' max.message.bytes (broker default 1048588).
-	MaxMessageBytes int
-	// CreateTopics creates a missing topic through the admin API, as its
-	// route's spec (Topic.WithSpec) or TopicSpec says.
-	CreateTopics bool
-	TopicSpec    TopicSpec
-	// AutoCreateTopics asks the broker to create a missing topic (the broker
-	// must allow it too), when CreateTopics is off.
-	AutoCreateTopics bool
-	// MetadataMaxAge is how long a topic's partitions are trusted before
-	// they are asked again (a partition added is used after at most this
-	// long); 0: a minute.
-	MetadataMaxAge time.Duration
-	// MissingTopicTimeout is how long an event waits for its topic to exist
-	// before it is dead-lettered.
+	Compression         Compression
+	MaxMessageBytes     int
+	// CreateTopics (as its route's spec, Topic.WithSpec, or TopicSpec
+	// says), AutoCreateTopics, MetadataMaxAge and MissingTopicTimeout are
+	// the produce engine's (producer.WriterConfig); an event whose topic
+	// is missing past MissingTopicTimeout is dead-lettered.
+	CreateTopics        bool
+	TopicSpec           TopicSpec
+	AutoCreateTopics    bool
+	MetadataMaxAge      time.Duration
 	MissingTopicTimeout time.Duration
 	// DeadLetterTopic receives what cannot be published, with the reason in
 	// headers. Empty means no dead-lettering: such an event fails the stream.
@@ -89,17 +76,12 @@ type Config struct {
 	// Observer is told each event's fate, for metrics; nil: none.
 	Observer Observer
 	Logger   *slog.Logger
-	// RetryBackoffMin and RetryBackoffMax bound the capped, jittered
-	// backoff between the attempts of what failed transiently (a produce
-	// request, a topic's partitions asked): from Min, doubling up to Max;
-	// 0: 100 ms and 5 s. Tests shorten them.
+	// RetryBackoffMin, RetryBackoffMax and Hold are the produce
+	// engine's (producer.WriterConfig): the backoff of what failed
+	// transiently (0: 100 ms and 5 s; tests shorten them), and a delay
+	// before every produce request (relay's stall guard; nil: none).
 	RetryBackoffMin, RetryBackoffMax time.Duration
-	// Hold, when set, is called before every produce request and may
-	// delay it, returning once ctx ends (the writer abandoned) at the
-	// latest: after the process stalled, it gives the source of events
-	// the time to learn whether it still owns them (see relay's stall
-	// guard). nil: requests leave at once.
-	Hold func(ctx context.Context)
+	Hold                             func(ctx context.Context)
 }
 
 // Done receives the fate of the event published with token: err is nil once
