@@ -34,10 +34,14 @@ func TestPartitionsAddedKeepKeyOrder(t *testing.T) {
 		return nil, nil, false
 	})
 	topic := "grow"
-	const events, keys = 600, 8
+	const keys = 8
+	events, maxAge := 600, time.Second
+	if testing.Short() { // the count learned sooner, and events flowing for as many of its lookups
+		events, maxAge = 300, 250*time.Millisecond
+	}
 	f := newFates(events)
 	w := newTestWriter(testConfig{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 100, BatchTimeout: time.Millisecond,
-		MetadataMaxAge: time.Second, MissingTopicTimeout: 10 * time.Second}, f.done)
+		MetadataMaxAge: maxAge, MissingTopicTimeout: 10 * time.Second}, f.done)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	publish := func(i int) {
@@ -65,7 +69,7 @@ func TestPartitionsAddedKeepKeyOrder(t *testing.T) {
 		}
 	}
 	slowing.Store(true)
-	for i := 100; i < events; i++ { // about 3 s: the writer sees the new count meanwhile
+	for i := 100; i < events; i++ { // about 3 s (-short: 1 s): the writer sees the new count meanwhile
 		publish(i)
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -82,7 +86,7 @@ func TestPartitionsAddedKeepKeyOrder(t *testing.T) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, tok := range f.order {
-		k := tok % keys
+		k := tok % uint64(keys)
 		if prev, ok := last[k]; ok && tok < prev {
 			t.Errorf("key k%d: event %d acknowledged after event %d", k, tok, prev)
 		}
