@@ -44,7 +44,7 @@ func (c *Cluster) NewPublisher(batch int) *Publisher {
 func (p *Publisher) Publish(ctx context.Context, records []Message) []error {
 	msgs := make([]kafka.Message, len(records))
 	for i, r := range records {
-		msgs[i] = kafka.Message{Topic: r.Topic, Key: r.Key, Value: r.Value, Time: r.Time, WriterData: partition(r.Partition)}
+		msgs[i] = kafka.Message{Topic: r.Topic, Key: r.Key, Value: r.Value, Time: r.Time, WriterData: publishPartition(r.Partition)}
 		for _, h := range r.Headers {
 			msgs[i].Headers = append(msgs[i].Headers, kafka.Header{Key: h.Key, Value: h.Value})
 		}
@@ -68,16 +68,16 @@ func writeErrors(err error, n int) []error {
 	return errs
 }
 
-// partition is a published message's Message.Partition (Message.WriterData,
+// publishPartition is a published message's Message.Partition (Message.WriterData,
 // read by byPartition).
-type partition int32
+type publishPartition int32
 
 // byPartition places a message in the partition its message named, else
 // (ByKey) by its key as the relay does.
 type byPartition struct{ key *kafka.Murmur2Balancer }
 
 func (b byPartition) Balance(m kafka.Message, partitions ...int) int {
-	if p, ok := m.WriterData.(partition); ok && p != partition(ByKey) {
+	if p, ok := m.WriterData.(publishPartition); ok && p != publishPartition(ByKey) {
 		return int(p) // a partition the topic lacks: the broker refuses it
 	}
 	return b.key.Balance(m, partitions...)

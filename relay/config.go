@@ -11,6 +11,7 @@ import (
 	"github.com/outbox-cdc/outbox-cdc/cleanup"
 	"github.com/outbox-cdc/outbox-cdc/contract"
 	"github.com/outbox-cdc/outbox-cdc/decode"
+	"github.com/outbox-cdc/outbox-cdc/producer"
 	"github.com/outbox-cdc/outbox-cdc/sink"
 	"github.com/outbox-cdc/outbox-cdc/slot"
 )
@@ -300,7 +301,7 @@ func (c Config) Security() (sink.Security, error) {
 			return s, err
 		}
 	}
-	s.SASL, err = sink.NewSASL(k.SASL.Mechanism, k.SASL.Username, k.SASL.Password)
+	s.SASL, err = producer.NewSASL(k.SASL.Mechanism, k.SASL.Username, k.SASL.Password)
 	return s, err
 }
 

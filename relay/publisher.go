@@ -48,7 +48,7 @@ func (r *Relay) newPublisher(ctx context.Context, track acker, hold func(context
 	pc := cfg.Producer
 	pc.BatchTimeout = w.BatchTimeout(pc.BatchTimeout)
 	p.writer = sink.NewWriter(sink.Config{
-		Brokers: cfg.Kafka.Brokers, Topic: r.admit.Default, Topics: r.admit.Routes, Reserved: r.admit.Reserved, BatchSize: pc.BatchSize, BatchTimeout: pc.BatchTimeout, MaxInFlightRequests: pc.MaxInFlightRequests, Compression: sink.Codec(pc.Compression),
+		Brokers: cfg.Kafka.Brokers, Topic: r.admit.Default, Topics: r.admit.Routes, Reserved: r.admit.Reserved, BatchSize: pc.BatchSize, BatchTimeout: pc.BatchTimeout, MaxInFlightRequests: pc.MaxInFlightRequests, Compression: pc.Compression,
 		MaxMessageBytes: pc.MaxMessageBytes, CreateTopics: cfg.Topics.Create, TopicSpec: cfg.Defaults.Route.Spec,
 		AutoCreateTopics: cfg.Topics.AutoCreate, MetadataMaxAge: pc.MetadataMaxAge, MissingTopicTimeout: pc.MissingTopicTimeout,
 		DeadLetterTopic: dlq, Envelope: pc.Envelope, ConnectExpandPayload: pc.ConnectExpandPayload, CloudEventsSource: pc.CloudEventsSource, MetadataHeaders: pc.MetadataHeaders,

@@ -66,7 +66,11 @@ func TestProducerUnderRandomFaults(t *testing.T) {
 	)
 
 	events, keys := sized(3000, 1000), 30
-	ctx, w, f := keyedWriter(t, cluster, "chaos", events, Config{BatchSize: 20, MetadataMaxAge: 100 * time.Millisecond})
+	cfg := Config{BatchSize: 20, MetadataMaxAge: 100 * time.Millisecond}
+	if testing.Short() { // the same faults, retried sooner: a run mostly waits out backoffs
+		cfg.RetryBackoffMin, cfg.RetryBackoffMax = 10*time.Millisecond, 200*time.Millisecond
+	}
+	ctx, w, f := keyedWriter(t, cluster, "chaos", events, cfg)
 	stopMoving := moveLeaders(cluster, coin, "chaos", 3, 30*time.Millisecond) // until every event is published
 	for i := range events {
 		if i == events/2 {

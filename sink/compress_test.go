@@ -1,6 +1,8 @@
 package sink
 
 import (
+	"github.com/outbox-cdc/outbox-cdc/producer"
+
 	"context"
 	"fmt"
 	"testing"
@@ -28,7 +30,7 @@ func TestCompressedBatchesReadBack(t *testing.T) {
 			const events = 500
 			f := newFates(events)
 			w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 1000, BatchTimeout: time.Millisecond,
-				Compression: Codec(Compression(name)), AutoCreateTopics: true, MissingTopicTimeout: 10 * time.Second}, f.done)
+				Compression: Compression(name), AutoCreateTopics: true, MissingTopicTimeout: 10 * time.Second}, f.done)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			want := map[string]string{}
@@ -62,8 +64,8 @@ func TestCompressedBatchesReadBack(t *testing.T) {
 			if got != events {
 				t.Fatalf("read %d of %d records", got, events)
 			}
-			if !codecs[int8(Codec(Compression(name)))] || len(codecs) != 1 {
-				t.Errorf("batches compressed with %v, want only %s (%d)", codecs, name, Codec(Compression(name)))
+			if !codecs[int8(producer.Codec(Compression(name)))] || len(codecs) != 1 {
+				t.Errorf("batches compressed with %v, want only %s (%d)", codecs, name, producer.Codec(Compression(name)))
 			}
 		})
 	}

@@ -10,9 +10,9 @@ import (
 	"strings"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/segmentio/kafka-go"
 
 	"github.com/outbox-cdc/outbox-cdc/decode"
+	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
 // A dead letter is the outbox row that could not be published, sent to the
@@ -66,8 +66,8 @@ type letters struct {
 }
 
 // deadLetterOfRow is the dead letter of a row that did not decode, with its id.
-func deadLetterOfRow(rowErr *decode.InvalidRowError) (kafka.Message, string) {
-	msg := kafka.Message{Headers: deadLetterHeaders(rowErr.Reason, rowErr.Detail, rowErr.Table, rowErr.CommitLSN, "", "")}
+func deadLetterOfRow(rowErr *decode.InvalidRowError) (producer.Outgoing, string) {
+	msg := producer.Outgoing{Headers: deadLetterHeaders(rowErr.Reason, rowErr.Detail, rowErr.Table, rowErr.CommitLSN, "", "")}
 	var nulls []string
 	for _, c := range rowErr.Columns {
 		switch {
@@ -76,20 +76,20 @@ func deadLetterOfRow(rowErr *decode.InvalidRowError) (kafka.Message, string) {
 		case c.Name == rowErr.Mapping.Payload:
 			msg.Value = c.Value
 		case c.Name == rowErr.Mapping.ID:
-			msg.Headers = append(msg.Headers, kafka.Header{Key: "id", Value: c.Value})
+			msg.Headers = append(msg.Headers, producer.Header{Key: "id", Value: c.Value})
 		case c.Name == rowErr.Mapping.EventType:
-			msg.Headers = append(msg.Headers, kafka.Header{Key: "event_type", Value: c.Value})
+			msg.Headers = append(msg.Headers, producer.Header{Key: "event_type", Value: c.Value})
 		case c.Name == rowErr.Mapping.AggregateType:
-			msg.Headers = append(msg.Headers, kafka.Header{Key: "aggregate_type", Value: c.Value})
+			msg.Headers = append(msg.Headers, producer.Header{Key: "aggregate_type", Value: c.Value})
 		case c.Name == rowErr.Mapping.Partition && rowErr.Mapping.Partition != "":
 			// as an event's dead letter carries it, for a replay to honour
-			msg.Headers = append(msg.Headers, kafka.Header{Key: HeaderPartition, Value: c.Value})
+			msg.Headers = append(msg.Headers, producer.Header{Key: HeaderPartition, Value: c.Value})
 		default:
-			msg.Headers = append(msg.Headers, kafka.Header{Key: HeaderColumn + c.Name, Value: c.Value})
+			msg.Headers = append(msg.Headers, producer.Header{Key: HeaderColumn + c.Name, Value: c.Value})
 		}
 	}
 	if len(nulls) > 0 {
-		msg.Headers = append(msg.Headers, kafka.Header{Key: HeaderNull, Value: []byte(strings.Join(nulls, ","))})
+		msg.Headers = append(msg.Headers, producer.Header{Key: HeaderNull, Value: []byte(strings.Join(nulls, ","))})
 	}
 	id, _ := rowErr.Column(rowErr.Mapping.ID)
 	if v, ok := rowErr.Column(rowErr.Mapping.AggregateID); ok && len(v) > 0 {
@@ -103,7 +103,7 @@ func deadLetterOfRow(rowErr *decode.InvalidRowError) (kafka.Message, string) {
 // deadLetterEvent dead-letters an event that decoded but cannot be
 // published, with extra headers that say more of why (a contract's
 // location), or returns perr without a dead-letter topic.
-func (w *Writer) deadLetterEvent(ctx context.Context, ev *decode.Event, topic string, token uint64, perr *Error, extra ...kafka.Header) error {
+func (w *Writer) deadLetterEvent(ctx context.Context, ev *decode.Event, topic string, token uint64, perr *Error, extra ...producer.Header) error {
 	if w.letters.topic == "" {
 		return perr
 	}
@@ -116,7 +116,7 @@ func (w *Writer) deadLetterEvent(ctx context.Context, ev *decode.Event, topic st
 // that a replay (package dlq) publishes it as it would have been, and its
 // value when it fits --max-message-bytes; one that does not is not built
 // (fit would leave it out), and its dead letter says so.
-func (l letters) ofEvent(ev *decode.Event, topic string, perr *Error, extra ...kafka.Header) kafka.Message {
+func (l letters) ofEvent(ev *decode.Event, topic string, perr *Error, extra ...producer.Header) producer.Outgoing {
 	value, n, fits := l.shape.deadLetterValue(ev)
 	msg := l.withoutValueOf(ev, topic, perr, extra...)
 	if !fits {
@@ -130,12 +130,12 @@ func (l letters) ofEvent(ev *decode.Event, topic string, perr *Error, extra ...k
 // null-key event's is keyed by its id, and says so (HeaderNullKey) among
 // the relay's own headers, before the row's, so that a replay restores
 // the null key.
-func (l letters) withoutValueOf(ev *decode.Event, topic string, perr *Error, extra ...kafka.Header) kafka.Message {
-	msg := kafka.Message{Key: []byte(ev.AggregateID), Time: ev.Time}
+func (l letters) withoutValueOf(ev *decode.Event, topic string, perr *Error, extra ...producer.Header) producer.Outgoing {
+	msg := producer.Outgoing{Key: []byte(ev.AggregateID), Time: ev.Time}
 	own := deadLetterHeaders(perr.Reason, perr.Err.Error(), ev.Table, ev.CommitLSN, topic, ev.Partition)
 	if len(msg.Key) == 0 {
 		msg.Key = []byte(ev.ID)
-		own = append(own, kafka.Header{Key: HeaderNullKey, Value: []byte("true")})
+		own = append(own, producer.Header{Key: HeaderNullKey, Value: []byte("true")})
 	}
 	msg.Headers = append(append(own, extra...), l.shape.headers(ev)...)
 	return msg
@@ -155,27 +155,26 @@ func (w *Writer) deadLetterTooLarge(ctx context.Context, ev *decode.Event, topic
 }
 
 // deadLetterOfMessage is the dead letter of a message the broker refused.
-func deadLetterOfMessage(m *kafka.Message, perr *Error, table string, lsn pglogrepl.LSN) kafka.Message {
-	dl := kafka.Message{Key: m.Key, Value: m.Value, Time: m.Time}
-	named, _ := m.WriterData.(meta)
-	dl.Headers = append(deadLetterHeaders(perr.Reason, perr.Err.Error(), table, lsn, m.Topic, named.partition), m.Headers...)
+func deadLetterOfMessage(m *producer.Outgoing, perr *Error, table string, lsn pglogrepl.LSN) producer.Outgoing {
+	dl := producer.Outgoing{Key: m.Key, Value: m.Value, Time: m.Time}
+	dl.Headers = append(deadLetterHeaders(perr.Reason, perr.Err.Error(), table, lsn, m.Topic, m.Partition), m.Headers...)
 	return dl
 }
 
 // deadLetterHeaders are the headers that describe a dead letter; topic
 // and partition (the row's partition column) are left out when empty.
-func deadLetterHeaders(reason, detail, table string, lsn pglogrepl.LSN, topic, partition string) []kafka.Header {
-	hs := []kafka.Header{
+func deadLetterHeaders(reason, detail, table string, lsn pglogrepl.LSN, topic, partition string) []producer.Header {
+	hs := []producer.Header{
 		{Key: HeaderReason, Value: []byte(reason)},
 		{Key: HeaderError, Value: []byte(detail)},
 		{Key: HeaderTable, Value: []byte(table)},
 		{Key: HeaderLSN, Value: []byte(lsn.String())},
 	}
 	if topic != "" {
-		hs = append(hs, kafka.Header{Key: HeaderTopic, Value: []byte(topic)})
+		hs = append(hs, producer.Header{Key: HeaderTopic, Value: []byte(topic)})
 	}
 	if partition != "" {
-		hs = append(hs, kafka.Header{Key: HeaderPartition, Value: []byte(partition)})
+		hs = append(hs, producer.Header{Key: HeaderPartition, Value: []byte(partition)})
 	}
 	return hs
 }
@@ -183,11 +182,11 @@ func deadLetterHeaders(reason, detail, table string, lsn pglogrepl.LSN, topic, p
 // sendDeadLetter hands a dead letter to the async writer under token. A
 // dead-letter topic that cannot take it fails the stream: there is nowhere
 // else to put the row.
-func (w *Writer) sendDeadLetter(ctx context.Context, msg kafka.Message, token uint64, lsn pglogrepl.LSN, table, id, reason, detail string) error {
+func (w *Writer) sendDeadLetter(ctx context.Context, msg producer.Outgoing, token uint64, lsn pglogrepl.LSN, table, id, reason, detail string) error {
 	msg = w.letters.fit(msg)
 	msg.Topic = w.letters.topic
-	msg.WriterData = meta{token: token, lsn: lsn, table: table, reason: reason}
-	if err := w.write(ctx, msg, false); err != nil {
+	msg.Token, msg.Reason, msg.Meta = token, reason, eventMeta{lsn: lsn, table: table}
+	if err := w.engine.Produce(ctx, msg); err != nil {
 		var perr *Error
 		if errors.As(err, &perr) && perr.Reason != "" {
 			return &Error{Topic: msg.Topic, Err: fmt.Errorf("dead-letter topic refused the row %s (%s: %s): %w", id, reason, detail, perr.Err)}
@@ -223,11 +222,38 @@ func (l letters) keepsValue(ev *decode.Event) bool {
 	if !fits {
 		return false
 	}
-	m := kafka.Message{Key: []byte(ev.AggregateID), Value: value, Headers: l.shape.headers(ev)}
+	m := producer.Outgoing{Key: []byte(ev.AggregateID), Value: value, Headers: l.shape.headers(ev)}
 	if len(m.Key) == 0 {
 		m.Key = []byte(ev.ID)
 	}
-	return recordSize(&m)+len(m.Value)+deadLetterRoom <= l.maxBytes
+	return m.Size()+len(m.Value)+deadLetterRoom <= l.maxBytes
+}
+
+// refusals answers the engine (producer.DeadLetters) when the brokers
+// refuse a record for what it is: its dead letter, built here, where
+// envelopes are known; none without a dead-letter topic.
+type refusals struct{ w *Writer }
+
+// Letter returns the dead letter of rec, refused for one: for rec a dead
+// letter itself, rec without its value (it was counted once, when it was
+// decided); else rec's own, cut to fit, to the dead-letter topic.
+func (r refusals) Letter(rec producer.Outgoing, one *Error) (producer.Outgoing, bool) {
+	l := r.w.letters
+	if l.topic == "" {
+		return producer.Outgoing{}, false
+	}
+	if rec.Reason != "" {
+		return withoutValue(rec, len(rec.Value)), true
+	}
+	m, _ := rec.Meta.(eventMeta)
+	dl := l.fit(deadLetterOfMessage(&rec, one, m.table, m.lsn))
+	dl.Topic = l.topic
+	return dl, true
+}
+
+// Lettered counts the dead letter of rec once it is written.
+func (r refusals) Lettered(rec, letter producer.Outgoing, one *Error) {
+	r.w.counted(rec.Topic, string(letter.Key), one)
 }
 
 // counted records a dead letter written by salvage.
@@ -243,22 +269,22 @@ func (w *Writer) counted(topic, key string, perr *Error) {
 // then every header but the dead-letter ones, then the error text is cut.
 // What is left out is named in HeaderTruncated; the row itself is still in
 // the outbox table unless it was deleted.
-func (l letters) fit(m kafka.Message) kafka.Message {
+func (l letters) fit(m producer.Outgoing) producer.Outgoing {
 	limit := l.maxBytes
-	if recordSize(&m) <= limit {
+	if m.Size() <= limit {
 		return m
 	}
-	if !slices.ContainsFunc(m.Headers, func(h kafka.Header) bool { return h.Key == HeaderTruncated }) { // else left out already
+	if !slices.ContainsFunc(m.Headers, func(h producer.Header) bool { return h.Key == HeaderTruncated }) { // else left out already
 		m = withoutValue(m, len(m.Value))
 	}
-	if recordSize(&m) <= limit {
+	if m.Size() <= limit {
 		return m
 	}
 	kept := m.Headers[:0:0]
 	for _, h := range m.Headers {
 		switch {
 		case h.Key == HeaderTruncated:
-			kept = append(kept, kafka.Header{Key: h.Key, Value: []byte("value,headers")})
+			kept = append(kept, producer.Header{Key: h.Key, Value: []byte("value,headers")})
 		case h.Key == "id" || strings.HasPrefix(h.Key, "outbox_cdc.") && !strings.HasPrefix(h.Key, HeaderColumn):
 			if h.Key == HeaderError && len(h.Value) > 1024 {
 				h.Value = h.Value[:1024]
@@ -275,10 +301,10 @@ func (l letters) fit(m kafka.Message) kafka.Message {
 
 // withoutValue returns m with its value, of size bytes, left out, and
 // says so in headers.
-func withoutValue(m kafka.Message, size int) kafka.Message {
+func withoutValue(m producer.Outgoing, size int) producer.Outgoing {
 	m.Headers = append(m.Headers[:len(m.Headers):len(m.Headers)],
-		kafka.Header{Key: HeaderValueBytes, Value: []byte(strconv.Itoa(size))},
-		kafka.Header{Key: HeaderTruncated, Value: []byte("value")})
+		producer.Header{Key: HeaderValueBytes, Value: []byte(strconv.Itoa(size))},
+		producer.Header{Key: HeaderTruncated, Value: []byte("value")})
 	m.Value = nil
 	return m
 }

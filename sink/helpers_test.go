@@ -7,10 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
+
+// balancer places a key as the writer does (murmur2, as the Java client).
+var balancer = &kafka.Murmur2Balancer{}
 
 // newCluster starts a fake Kafka cluster, closed when the test ends.
 func newCluster(t *testing.T, opts ...kfake.Opt) *kfake.Cluster {
@@ -154,4 +158,31 @@ func moveLeaders(cluster *kfake.Cluster, coin *chance, topic string, brokers int
 		moving.Wait()
 		return moves.Load()
 	}
+}
+
+// slowProduce makes the cluster take d over each produce request.
+func slowProduce(cluster *kfake.Cluster, d time.Duration) {
+	cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		cluster.KeepControl()
+		cluster.SleepControl(func() { time.Sleep(d) })
+		return nil, nil, false
+	})
+}
+
+// batchPID returns the producer id of partition part's batch in a produce
+// request, and whether the request carries one for it.
+func batchPID(req kmsg.Request, part int32) (int64, bool) {
+	for _, rt := range req.(*kmsg.ProduceRequest).Topics {
+		for _, rp := range rt.Partitions {
+			if rp.Partition != part {
+				continue
+			}
+			var b kmsg.RecordBatch
+			if err := b.ReadFrom(rp.Records); err != nil {
+				return 0, false
+			}
+			return b.ProducerID, true
+		}
+	}
+	return 0, false
 }

@@ -4,9 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 
-	"github.com/segmentio/kafka-go"
-	"github.com/segmentio/kafka-go/sasl"
-
 	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
@@ -27,6 +24,9 @@ type (
 	Compression = producer.Compression
 	// TopicSpec is how a missing topic is created (producer.TopicSpec).
 	TopicSpec = producer.TopicSpec
+	// Transaction is the transactional producer a writer's batches belong
+	// to, for exactly-once delivery (producer.Transaction).
+	Transaction = producer.Transaction
 )
 
 // ReasonTopicNotCreated is a topic the broker refused to create.
@@ -44,18 +44,10 @@ const (
 // NewTLSConfig reads the files f names into a TLS client configuration.
 func NewTLSConfig(f TLSFiles) (*tls.Config, error) { return producer.NewTLSConfig(f) }
 
-// NewSASL returns the mechanism named plain, scram-sha-256 or scram-sha-512.
-func NewSASL(mechanism SASLMechanism, username, password string) (sasl.Mechanism, error) {
-	return producer.NewSASL(mechanism, username, password)
-}
-
 // Ping asks the brokers for cluster metadata (producer.Ping).
 func Ping(ctx context.Context, brokers []string, sec Security) error {
 	return producer.Ping(ctx, brokers, sec)
 }
-
-// Codec returns the compression codec called name (producer.Codec).
-func Codec(name Compression) kafka.Compression { return producer.Codec(name) }
 
 // EnsureTopic creates topic as spec says unless it exists, and reports
 // whether it created it (producer.EnsureTopic).

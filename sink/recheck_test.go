@@ -22,6 +22,11 @@ import (
 // a stream of rows naming a partition still out of range is dead-lettered
 // (with the partition the row named) after at most one more metadata
 // request per recheckEvery.
+// recheckEvery is the produce engine's bound on lookups past every cache
+// for rows naming a partition out of range (producer/recheck.go): one per
+// topic a second.
+const recheckEvery = time.Second
+
 func TestPartitionColumnRechecksAGrownTopic(t *testing.T) {
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "grow"), kfake.SeedTopics(1, "dlq"))
 	if err != nil {

@@ -39,6 +39,13 @@ type registryRefusal interface {
 // help: the registry did not answer, or answered 5xx.
 type registryRetriable interface{ Retriable() bool }
 
+// A registry that cannot be reached is asked again after a capped,
+// jittered backoff between these, the produce engine's defaults.
+const (
+	backoffMin = 100 * time.Millisecond
+	backoffMax = 5 * time.Second
+)
+
 // value is ev's record value, value, framed by the registry when there is one.
 // A registry that cannot be reached, or fails, is waited for with backoff
 // until it answers or ctx ends, as write waits for a broker: ev is not

@@ -117,6 +117,10 @@ func transactionsUnderFaults(t *testing.T, seed uint64) (proved bool) {
 		events: sized(1000, 500), keys: 24, committed: map[uint32]bool{}}
 	r.cfg = Config{Brokers: cluster.ListenAddrs(), BatchSize: 15, BatchTimeout: 2 * time.Millisecond,
 		MetadataMaxAge: 100 * time.Millisecond, MissingTopicTimeout: 10 * time.Second}
+	if testing.Short() {
+		// The same faults, retried sooner: a run mostly waits out backoffs.
+		r.cfg.RetryBackoffMin, r.cfg.RetryBackoffMax = 10*time.Millisecond, 200*time.Millisecond
+	}
 	r.cfg.Topic, _ = ParseTopic(chaosTopic)
 	stopMoving := moveLeaders(cluster, coin, chaosTopic, 3, 40*time.Millisecond)
 	r.session()

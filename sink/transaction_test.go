@@ -82,7 +82,7 @@ func checkFates(t *testing.T, o *outcomes, want error, tokens ...uint64) {
 			t.Errorf("event %d: %d fates reported, want 1", tok, f.times)
 		case want == nil && f.err != nil:
 			t.Errorf("event %d failed: %v", tok, f.err)
-		case want != nil && (!errors.Is(f.err, want) || !errors.As(f.err, new(*transactionError))):
+		case want != nil && (!errors.Is(f.err, want) || !errors.As(f.err, new(*producer.TransactionError))):
 			t.Errorf("event %d: fate %v, want a transaction error wrapping %q", tok, f.err, want)
 		case f.reason != "":
 			t.Errorf("event %d dead-lettered (%s)", tok, f.reason)
@@ -90,16 +90,22 @@ func checkFates(t *testing.T, o *outcomes, want error, tokens ...uint64) {
 	}
 }
 
+// partitionKey is a topic's partition, as the fake cluster sees it.
+type partitionKey struct {
+	topic string
+	id    int
+}
+
 // txnTraffic counts what a fake cluster receives: produce batches by
 // producer epoch and partition, and AddPartitionsToTxn requests by epoch.
 type txnTraffic struct {
 	mu      sync.Mutex
-	batches map[int16]map[topicPartition]int
+	batches map[int16]map[partitionKey]int
 	adds    map[int16]int
 }
 
 func watchTxnTraffic(cluster *kfake.Cluster) *txnTraffic {
-	tt := &txnTraffic{batches: map[int16]map[topicPartition]int{}, adds: map[int16]int{}}
+	tt := &txnTraffic{batches: map[int16]map[partitionKey]int{}, adds: map[int16]int{}}
 	cluster.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		cluster.KeepControl()
 		tt.mu.Lock()
@@ -111,9 +117,9 @@ func watchTxnTraffic(cluster *kfake.Cluster) *txnTraffic {
 					continue
 				}
 				if tt.batches[b.ProducerEpoch] == nil {
-					tt.batches[b.ProducerEpoch] = map[topicPartition]int{}
+					tt.batches[b.ProducerEpoch] = map[partitionKey]int{}
 				}
-				tt.batches[b.ProducerEpoch][topicPartition{rt.Topic, int(rp.Partition)}]++
+				tt.batches[b.ProducerEpoch][partitionKey{rt.Topic, int(rp.Partition)}]++
 			}
 		}
 		return nil, nil, false
@@ -134,10 +140,10 @@ func watchTxnTraffic(cluster *kfake.Cluster) *txnTraffic {
 
 // of returns the produce batches of epoch by partition, and its
 // AddPartitionsToTxn requests.
-func (tt *txnTraffic) of(epoch int16) (map[topicPartition]int, int) {
+func (tt *txnTraffic) of(epoch int16) (map[partitionKey]int, int) {
 	tt.mu.Lock()
 	defer tt.mu.Unlock()
-	b := map[topicPartition]int{}
+	b := map[partitionKey]int{}
 	for tp, n := range tt.batches[epoch] {
 		b[tp] = n
 	}
@@ -208,7 +214,7 @@ func TestTransactionFenced(t *testing.T) {
 			checkFates(t, o, producer.ErrFenced, publishTo(ctx, t, w, o, &token, tc.partition, "later", "later")...)
 			checkFates(t, o, producer.ErrFenced, publishTo(ctx, t, w, o, &token, 1-tc.partition/2, "elsewhere")...)
 			later, addsLater := traffic.of(epoch)
-			tp := topicPartition{"fence", tc.partition}
+			tp := partitionKey{"fence", tc.partition}
 			if sent := after[tp] - before[tp]; sent != tc.batches || addsAfter-addsBefore != tc.adds {
 				t.Errorf("after the fence: %d batches to partition %d, %d AddPartitionsToTxn; want %d and %d (no retry)",
 					sent, tc.partition, addsAfter-addsBefore, tc.batches, tc.adds)

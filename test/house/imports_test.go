@@ -31,9 +31,6 @@ var kafkaAllowed = map[string]string{
 	"internal/tools/...": "developer tooling (tail reads a topic)",
 	"inbox/kafkago":      "consumer-side adapter for services on kafka-go",
 	"inbox/franz":        "consumer-side adapter for services on franz-go",
-	// TODO(issue 38): sink's engine is being moved into producer/; delete
-	// this entry when sink imports no Kafka client.
-	"sink": "temporary: its produce engine is moving into producer/",
 }
 
 // TestOnlyTheProducerRoomImportsAKafkaClient parses the import specs of

@@ -1,4 +1,4 @@
-package sink
+package producer
 
 import (
 	"cmp"
@@ -7,10 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/segmentio/kafka-go"
-
 	"github.com/outbox-cdc/outbox-cdc/internal/backoff"
-	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
 // partition is one topic partition's queue, and the one owner of
@@ -21,7 +18,7 @@ import (
 // under the index's lock: see index.senderFor).
 //
 // Lock order: a partition's mu, then the index's mu (index.go) or a
-// sender's mu (broker.go), one at a time; never the other way round. The
+// sender's mu (sender.go), one at a time; never the other way round. The
 // routes' mu (routes.go) and the producer identity's (idempotence.go, its
 // renew then its mu) are taken under no other. A sender copies its partitions' list and looks at each
 // under its own lock, not under the sender's.
@@ -51,7 +48,7 @@ type partition struct {
 // A salvage's dead letter (owned: from a goroutine Close waits for) is
 // queued after Close too: p's sender is then kept from stopping (keep),
 // or p gets a new one.
-func (p *partition) push(w *Writer, msg kafka.Message, leader int32, at time.Time, owned bool) (to *sender, full bool, err error) {
+func (p *partition) push(w *Writer, msg Outgoing, leader int32, at time.Time, owned bool) (to *sender, full bool, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	closed := w.closed.Load()
@@ -121,7 +118,7 @@ func (p *partition) assign(w *Writer, leader int32, at time.Time, owned bool) {
 // look is what a sender sees of itself while it looks at its partitions.
 type look struct {
 	s         *sender
-	conn      *producer.Conn // the sender's connection, nil if none
+	conn      *Conn // the sender's connection, nil if none
 	now       time.Time
 	rtt       time.Duration
 	inflight  int  // its requests out
@@ -193,7 +190,7 @@ func (p *partition) drained() bool {
 }
 
 // sent records that p's batch went out on conn.
-func (p *partition) sent(conn *producer.Conn) {
+func (p *partition) sent(conn *Conn) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.outConn = conn
@@ -212,10 +209,10 @@ func (p *partition) reserve(b *batch, st producerState) {
 // as any retry, under p's sequence, and its outcome (nil once written, or
 // why not, for good) comes on the channel returned, not to Done. It
 // returns the sender to wake.
-func (p *partition) sendAlone(msg kafka.Message, order uint64) (chan error, *sender) {
+func (p *partition) sendAlone(msg Outgoing, order uint64) (chan error, *sender) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	b := batch{p: p, msgs: []kafka.Message{msg}, h: producer.NoProducer, order: order, solo: make(chan error, 1)}
+	b := batch{p: p, msgs: []Outgoing{msg}, h: NoProducer, order: order, solo: make(chan error, 1)}
 	p.retries = slices.Insert(p.retries, 0, b)
 	p.retryAt = time.Time{}
 	return b.solo, p.sender

@@ -1,18 +1,14 @@
-package sink
+package producer
 
 import (
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/segmentio/kafka-go"
-
-	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
 // sender carries every partition one broker leads, over one connection
-// of its own (producer.Conn). Each request holds a batch of every
+// of its own (Conn). Each request holds a batch of every
 // partition with messages waiting, as the Java producer's do: per request
 // the broker does much the same work whether it carries one record or a
 // thousand, so a trickle of events spread over many partitions costs it
@@ -54,7 +50,7 @@ type sender struct {
 
 	// Owned by run's goroutine.
 	last     time.Time // when its last request left
-	conn     *producer.Conn
+	conn     *Conn
 	unwatch  func() bool // stops closing conn once the writer is abandoned
 	lastUsed time.Time
 	scratch  []*partition // parts, as run looks at them
@@ -67,7 +63,7 @@ func newSender(w *Writer, broker int32) *sender {
 
 // requestOut is a request on the sender's connection, awaiting its answer.
 type requestOut struct {
-	call    *producer.Call
+	call    *Call
 	batches []batch
 	sent    time.Time
 }
@@ -153,9 +149,9 @@ func (s *sender) answered(rtt time.Duration) {
 // batch is one partition's part of a request.
 type batch struct {
 	p    *partition
-	msgs []kafka.Message
-	h    producer.BatchHeader // its producer fields (see stamp); NoProducer until stamped
-	gen  uint32               // the generation of p's sequence that h was stamped in
+	msgs []Outgoing
+	h    BatchHeader // its producer fields (see stamp); NoProducer until stamped
+	gen  uint32      // the generation of p's sequence that h was stamped in
 	// alone: sent again with nothing else of its partition out, so that
 	// its refusal is its own, not the echo of an earlier batch's.
 	alone bool
@@ -351,5 +347,5 @@ const (
 
 // pipelineAfterAck is how long after its last acknowledgement a
 // partition's producer state is trusted to be on the broker: far below
-// the broker's producer.id.expiration.ms (a day by default).
+// the broker's id.expiration.ms (a day by default).
 const pipelineAfterAck = time.Minute

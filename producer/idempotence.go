@@ -1,4 +1,4 @@
-package sink
+package producer
 
 import (
 	"context"
@@ -12,8 +12,6 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol"
 	"github.com/segmentio/kafka-go/protocol/initproducerid"
-
-	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
 // The writer is an idempotent producer, as the Java producer is by
@@ -135,7 +133,7 @@ func (w *Writer) renewSession(old session, cause error) error {
 	defer cancel()
 	s, err := w.initProducerID(ctx)
 	if err != nil {
-		perr := producer.Classify(err)
+		perr := Classify(err)
 		if perr.Transient || w.abandon.Err() != nil {
 			return &Error{Err: fmt.Errorf("get a producer id: %w", err), Transient: true}
 		}
@@ -172,14 +170,14 @@ func (w *Writer) initProducerID(ctx context.Context) (session, error) {
 // stamp returns the producer fields of a partition's next batch, its
 // session and sequence (seq, made on first use and returned), without
 // taking the sequence (reserve takes it).
-func (st producerState) stamp(seq *sequence) (producer.BatchHeader, *sequence) {
+func (st producerState) stamp(seq *sequence) (BatchHeader, *sequence) {
 	if st.off || !st.asked {
-		return producer.NoProducer, seq
+		return NoProducer, seq
 	}
 	if seq == nil {
 		seq = &sequence{session: st.current}
 	}
-	return producer.BatchHeader{ProducerID: seq.id, ProducerEpoch: seq.epoch, BaseSequence: seq.next, Transactional: st.transactional}, seq
+	return BatchHeader{ProducerID: seq.id, ProducerEpoch: seq.epoch, BaseSequence: seq.next, Transactional: st.transactional}, seq
 }
 
 // reserve stamps b, a batch not stamped in seq's session and generation,
@@ -245,7 +243,7 @@ func fenced(err error) bool {
 // batch is out (busy), so nothing else sends for p; the caller (a sender,
 // or a salvage) waits for the InitProducerID round trip, at most 10 s,
 // which is rare enough not to be worth a goroutine.
-func (w *Writer) refence(p *partition, h producer.BatchHeader, err error) error {
+func (w *Writer) refence(p *partition, h BatchHeader, err error) error {
 	old := session{id: h.ProducerID, epoch: h.ProducerEpoch}
 	if rerr := w.renewSession(old, err); rerr != nil {
 		return rerr

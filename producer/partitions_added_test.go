@@ -1,4 +1,4 @@
-package sink
+package producer
 
 import (
 	"context"
@@ -10,8 +10,6 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/outbox-cdc/outbox-cdc/decode"
 )
 
 // TestPartitionsAddedKeepKeyOrder grows a topic from 1 to 4 partitions
@@ -35,15 +33,19 @@ func TestPartitionsAddedKeepKeyOrder(t *testing.T) {
 		}
 		return nil, nil, false
 	})
-	topic, _ := ParseTopic("grow")
-	const events, keys = 600, 8
+	topic := "grow"
+	const keys = 8
+	events, maxAge := 600, time.Second
+	if testing.Short() { // the count learned sooner, and events flowing for as many of its lookups
+		events, maxAge = 300, 250*time.Millisecond
+	}
 	f := newFates(events)
-	w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 100, BatchTimeout: time.Millisecond,
-		MetadataMaxAge: time.Second, MissingTopicTimeout: 10 * time.Second}, f.done)
+	w := newTestWriter(testConfig{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 100, BatchTimeout: time.Millisecond,
+		MetadataMaxAge: maxAge, MissingTopicTimeout: 10 * time.Second}, f.done)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	publish := func(i int) {
-		ev := &decode.Event{ID: fmt.Sprint(i), AggregateID: fmt.Sprintf("k%d", i%keys), Payload: []byte("{}")}
+		ev := &event{ID: fmt.Sprint(i), AggregateID: fmt.Sprintf("k%d", i%keys), Payload: []byte("{}")}
 		for {
 			err := w.Publish(ctx, ev, uint64(i))
 			if err == nil {
@@ -67,7 +69,7 @@ func TestPartitionsAddedKeepKeyOrder(t *testing.T) {
 		}
 	}
 	slowing.Store(true)
-	for i := 100; i < events; i++ { // about 3 s: the writer sees the new count meanwhile
+	for i := 100; i < events; i++ { // about 3 s (-short: 1 s): the writer sees the new count meanwhile
 		publish(i)
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -84,7 +86,7 @@ func TestPartitionsAddedKeepKeyOrder(t *testing.T) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, tok := range f.order {
-		k := tok % keys
+		k := tok % uint64(keys)
 		if prev, ok := last[k]; ok && tok < prev {
 			t.Errorf("key k%d: event %d acknowledged after event %d", k, tok, prev)
 		}
@@ -122,15 +124,15 @@ func TestPartitionDrainOutlivesLookups(t *testing.T) {
 			key = string(m.Key)
 		}
 	}
-	topic, _ := ParseTopic("grow")
+	topic := "grow"
 	const events = 5
 	f := newFates(events)
-	w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 100, BatchTimeout: time.Millisecond,
+	w := newTestWriter(testConfig{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 100, BatchTimeout: time.Millisecond,
 		MetadataMaxAge: 50 * time.Millisecond, MissingTopicTimeout: 10 * time.Second}, f.done)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	publish := func(i int) error {
-		return w.Publish(ctx, &decode.Event{ID: fmt.Sprint(i), AggregateID: key, Payload: []byte("{}")}, uint64(i))
+		return w.Publish(ctx, &event{ID: fmt.Sprint(i), AggregateID: key, Payload: []byte("{}")}, uint64(i))
 	}
 	for i := range events - 1 { // the first is held, the others queue behind it
 		if err := publish(i); err != nil {

@@ -1,19 +1,19 @@
-package sink
+package producer
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/segmentio/kafka-go"
 
 	"github.com/outbox-cdc/outbox-cdc/internal/outage"
-	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
 // Transaction is the transactional producer a writer's batches belong to,
-// for exactly-once delivery: producer.Txn, initialised (its producer id
+// for exactly-once delivery: Txn, initialised (its producer id
 // and epoch are the writer's for its whole life) and with a transaction
 // begun. The caller commits and begins transactions between the writer's
 // batches: it waits for every event it handed over to be acknowledged
@@ -71,21 +71,23 @@ func (w *Writer) enlist(batches []batch) error {
 		return nil
 	}
 	if err := w.cfg.Transaction.AddPartitions(w.abandon, missing); err != nil {
-		var txnErr *producer.TxnError
+		var txnErr *TxnError
 		if errors.As(err, &txnErr) && txnErr.Op != "AddPartitionsToTxn" {
-			return &transactionError{fmt.Errorf("the transaction failed earlier: %w", err)}
+			return &TransactionError{fmt.Errorf("the transaction failed earlier: %w", err)}
 		}
-		return &transactionError{fmt.Errorf("add partitions to the transaction: %w", err)}
+		return &TransactionError{fmt.Errorf("add partitions to the transaction: %w", err)}
 	}
 	return nil
 }
 
-// transactionError is a failure the transaction, not the batch, answers
-// for: the batch is failed as it is, never retried nor salvaged.
-type transactionError struct{ err error }
+// TransactionError is a record's fate when its transaction, not its
+// batch, answers for the failure (the producer fenced, a partition the
+// coordinator would not add): the batch is failed as it is, never retried
+// nor salvaged, and the caller abandons the transaction.
+type TransactionError struct{ err error }
 
-func (e *transactionError) Error() string { return e.err.Error() }
-func (e *transactionError) Unwrap() error { return e.err }
+func (e *TransactionError) Error() string { return e.err.Error() }
+func (e *TransactionError) Unwrap() error { return e.err }
 
 // refusedInTransaction returns the Transaction's verdict on err when the
 // writer is transactional and err ends the transaction: a refusal of the
@@ -94,17 +96,17 @@ func (w *Writer) refusedInTransaction(err error) error {
 	if !w.transactional() || err == nil {
 		return nil
 	}
-	var te *transactionError
+	var te *TransactionError
 	if errors.As(err, &te) {
 		return te
 	}
-	var txnErr *producer.TxnError
+	var txnErr *TxnError
 	if errors.As(err, &txnErr) {
-		return &transactionError{err}
+		return &TransactionError{err}
 	}
 	if fenced(err) || errors.Is(err, kafka.ProducerFenced) || errors.Is(err, kafka.InvalidTransactionState) ||
 		errors.Is(err, kafka.TransactionalIDAuthorizationFailed) || errors.Is(err, kafka.TransactionCoordinatorFenced) {
-		return &transactionError{fmt.Errorf("produce in the transaction: %w", w.cfg.Transaction.Refused(err))}
+		return &TransactionError{fmt.Errorf("produce in the transaction: %w", w.cfg.Transaction.Refused(err))}
 	}
 	return nil
 }
@@ -130,16 +132,16 @@ func (s *sender) failInTransaction(b batch, err error) {
 // called in order within a partition). queueDeadLetter waits for it, so
 // that the salvage goes on (or stops its partition) once msg is settled,
 // as it would for a message of its own.
-func (w *Writer) queueDeadLetter(topic string, dl kafka.Message, m meta, one *Error) (reason string, err error) {
+func (w *Writer) queueDeadLetter(msg, dl Outgoing, one *Error) (reason string, err error) {
 	settled := make(chan error, 1)
-	dl.WriterData = meta{token: m.token, lsn: m.lsn, table: m.table, reason: one.Reason, settled: settled}
+	dl.Token, dl.Reason, dl.Commit, dl.Meta, dl.settled = msg.Token, one.Reason, time.Time{}, msg.Meta, settled
 	if err := w.write(w.abandon, dl, true); err != nil {
-		return m.reason, fmt.Errorf("dead-letter the event the broker refused (%s): %w", one.Reason, err)
+		return msg.Reason, fmt.Errorf("dead-letter the event the broker refused (%s): %w", one.Reason, err)
 	}
 	if err := <-settled; err != nil {
 		return one.Reason, err
 	}
-	w.counted(topic, string(dl.Key), one)
+	w.cfg.DeadLetters.Lettered(msg, dl, one)
 	return one.Reason, nil
 }
 

@@ -1,4 +1,4 @@
-package sink
+package producer
 
 import (
 	"context"
@@ -8,8 +8,6 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol/rawproduce"
-
-	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
 // settle reports a batch acknowledged, or keeps it among its partition's
@@ -80,7 +78,7 @@ func (s *sender) failed(b batch, err error) {
 			return
 		}
 	}
-	perr := producer.Classify(err)
+	perr := Classify(err)
 	perr.Topic = p.tp.topic
 	if b.h.ProducerID >= 0 && fenced(err) {
 		// The same batch again, under a new producer id if the broker

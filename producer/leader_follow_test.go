@@ -1,13 +1,10 @@
-package sink
+package producer
 
 import (
 	"testing"
 	"time"
 
-	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
-
-	"github.com/outbox-cdc/outbox-cdc/decode"
 )
 
 // TestAnEventRoutedBeforeALookupLeavesThePartitionWithItsNewLeader forces
@@ -17,21 +14,21 @@ import (
 // with the leader it was routed by. The older leader must not move the
 // partition back: its batch would go where the broker refuses it.
 func TestAnEventRoutedBeforeALookupLeavesThePartitionWithItsNewLeader(t *testing.T) {
-	cluster := newCluster(t, kfake.NumBrokers(2), kfake.SeedTopics(1, "events"))
-	topic, _ := ParseTopic("events")
+	cluster := newFakeCluster(t, kfake.NumBrokers(2), kfake.SeedTopics(1, "events"))
+	topic := "events"
 	o := newOutcomes()
-	w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchTimeout: time.Millisecond}, o.done)
+	w := newTestWriter(testConfig{Brokers: cluster.ListenAddrs(), Topic: topic, BatchTimeout: time.Millisecond}, o.done)
 	ctx := testContext(t, 20*time.Second)
 	defer func() {
 		if err := w.Close(ctx); err != nil {
 			t.Errorf("Close: %v", err)
 		}
 	}()
-	if err := w.Publish(ctx, &decode.Event{ID: "0", AggregateType: "t", AggregateID: "k", EventType: "e", Payload: []byte(`{}`)}, 0); err != nil {
+	if err := w.Publish(ctx, &event{ID: "0", AggregateType: "t", AggregateID: "k", EventType: "e", Payload: []byte(`{}`)}, 0); err != nil {
 		t.Fatal(err)
 	}
 	o.wait(ctx, t, 1)
-	msg := kafka.Message{Topic: "events", Key: []byte("k"), Value: []byte(`{}`), WriterData: meta{token: 1}}
+	msg := Outgoing{Topic: "events", Key: []byte("k"), Value: []byte(`{}`), Token: 1}
 	c, id, err := w.place(ctx, &msg) // enqueue routes by the cached count and leaders
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +45,7 @@ func TestAnEventRoutedBeforeALookupLeavesThePartitionWithItsNewLeader(t *testing
 	if followed == old {
 		t.Fatalf("the lookup left partition %d with its old leader %d", id, old)
 	}
-	s, full, err := p.push(w, msg, c.leaders[id], c.at, false) // enqueue goes on with what it routed by
+	s, full, err := p.push(w.Writer, msg, c.leaders[id], c.at, false) // enqueue goes on with what it routed by
 	if err != nil {
 		t.Fatal(err)
 	}

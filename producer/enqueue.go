@@ -1,4 +1,4 @@
-package sink
+package producer
 
 import (
 	"context"
@@ -11,14 +11,13 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/outbox-cdc/outbox-cdc/internal/backoff"
-	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
 // write hands msg to the async writer, retrying while the topic's metadata
 // cannot be had. A topic still missing after MissingTopicTimeout yields an
 // *Error with ReasonTopicMissing. owned: from a goroutine of the writer's
 // own (a salvage), which may queue after Close (see partition.push).
-func (w *Writer) write(ctx context.Context, msg kafka.Message, owned bool) error {
+func (w *Writer) write(ctx context.Context, msg Outgoing, owned bool) error {
 	if w.missing.known(msg.Topic, w.cfg.MissingTopicTimeout) {
 		return &Error{Topic: msg.Topic, Reason: ReasonTopicMissing, Err: fmt.Errorf("topic does not exist (waited %s for it earlier)", w.cfg.MissingTopicTimeout)}
 	}
@@ -31,7 +30,7 @@ func (w *Writer) write(ctx context.Context, msg kafka.Message, owned bool) error
 		if ctx.Err() != nil {
 			return fmt.Errorf("publish to %s: %w", msg.Topic, context.Cause(ctx))
 		}
-		perr := producer.Classify(err)
+		perr := Classify(err)
 		perr.Topic = msg.Topic
 		if !perr.Transient {
 			return perr
@@ -63,7 +62,7 @@ func errClosed(topic string) error {
 // enqueue routes msg to its partition and queues it there, telling the
 // partition leader's sender. It fails when the topic's partitions cannot
 // be learned (classified as for a produce). owned: see write.
-func (w *Writer) enqueue(ctx context.Context, msg kafka.Message, owned bool) error {
+func (w *Writer) enqueue(ctx context.Context, msg Outgoing, owned bool) error {
 	if w.closed.Load() && !owned {
 		return errClosed(msg.Topic)
 	}
@@ -135,12 +134,11 @@ func (w *Writer) route(ctx context.Context, topic string, named bool) (topicCoun
 // place routes msg's topic (see route) and returns its partition. A
 // partition named by the row and out of range is asked again once, after
 // the brokers are asked past every cache (recheck): the topic may have
-// just grown. msg waits meanwhile (its Publish does not return), so
+// just grown. msg waits meanwhile (its Produce does not return), so
 // nothing after it overtakes it.
-func (w *Writer) place(ctx context.Context, msg *kafka.Message) (topicCount, int, error) {
+func (w *Writer) place(ctx context.Context, msg *Outgoing) (topicCount, int, error) {
 	for fresh := false; ; fresh = true {
-		m, _ := msg.WriterData.(meta)
-		c, err := w.route(ctx, msg.Topic, m.partition != "")
+		c, err := w.route(ctx, msg.Topic, msg.Partition != "")
 		if err != nil {
 			return topicCount{}, 0, err
 		}
@@ -173,14 +171,8 @@ func (w *Writer) topicBusy(topic string) bool {
 // key, value and headers.
 const batchOverhead = 64
 
-// recordSize is a record's weight against MaxMessageBytes.
-func recordSize(m *kafka.Message) int {
-	n := len(m.Key) + len(m.Value)
-	for _, h := range m.Headers {
-		n += len(h.Key) + len(h.Value)
-	}
-	return n
-}
+// recordSize is a record's weight against MaxMessageBytes (Outgoing.Size).
+func recordSize(m *Outgoing) int { return m.Size() }
 
 // missingTopics remembers since when each topic has been missing, across
 // calls of write: a call is cut short at every status deadline and made

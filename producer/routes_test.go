@@ -1,4 +1,4 @@
-package sink
+package producer
 
 import (
 	"testing"

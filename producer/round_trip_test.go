@@ -1,4 +1,4 @@
-package sink
+package producer
 
 import (
 	"encoding/binary"
@@ -10,8 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/outbox-cdc/outbox-cdc/decode"
 )
 
 // TestRoundTripWithoutRenewal: receive settles the requests out one after
@@ -23,7 +21,7 @@ import (
 // that much longer. Found by review (1.52 s recorded against a broker
 // answering in 20 ms).
 func TestRoundTripWithoutRenewal(t *testing.T) {
-	cluster := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "rtt"))
+	cluster := newFakeCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "rtt"))
 	slowProduce(cluster, 20*time.Millisecond)
 	var inits atomic.Int32
 	const renewal = 1500 * time.Millisecond
@@ -36,10 +34,10 @@ func TestRoundTripWithoutRenewal(t *testing.T) {
 	})
 	token := uint64(0)
 	const phase1, backlog = 20, 400
-	ctx, w, f := keyedWriter(t, cluster, "rtt", 2*phase1+1+backlog, Config{BatchSize: 10})
+	ctx, w, f := keyedWriter(t, cluster, "rtt", 2*phase1+1+backlog, testConfig{BatchSize: 10})
 	publish := func(part int) {
 		token++
-		ev := &decode.Event{ID: fmt.Sprint(token), AggregateType: "t", AggregateID: fmt.Sprint("k", part), EventType: "e",
+		ev := &event{ID: fmt.Sprint(token), AggregateType: "t", AggregateID: fmt.Sprint("k", part), EventType: "e",
 			Payload: binary.BigEndian.AppendUint64(nil, token), Partition: fmt.Sprint(part)}
 		if err := w.Publish(ctx, ev, token); err != nil {
 			t.Fatal(err)

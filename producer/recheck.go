@@ -1,4 +1,4 @@
-package sink
+package producer
 
 import (
 	"context"
@@ -38,7 +38,7 @@ type recheck struct {
 // (the caller retries, or fails, as for any lookup). The lookup runs apart,
 // owned by the writer and bounded by recheckTimeout, not by ctx (which ends
 // at every status deadline): the caller, back with the same event, finds it
-// under way or answered. The caller holds its event meanwhile (Publish does
+// under way or answered. The caller holds its event meanwhile (Produce does
 // not return), so nothing of its partition can overtake it.
 func (w *Writer) recheck(ctx context.Context, topic string) error {
 	r, fresh := w.routes.rechecked(topic, recheckEvery)
@@ -57,7 +57,7 @@ func (w *Writer) recheck(ctx context.Context, topic string) error {
 	}
 }
 
-func answered(done chan struct{}) bool {
+func isClosed(done chan struct{}) bool {
 	select {
 	case <-done:
 		return true

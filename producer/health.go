@@ -1,4 +1,4 @@
-package sink
+package producer
 
 import (
 	"errors"
@@ -6,10 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/segmentio/kafka-go"
-
 	"github.com/outbox-cdc/outbox-cdc/internal/outage"
-	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
 // health tracks whether produce requests are failing, through an outage
@@ -38,7 +35,7 @@ func newHealth(log *slog.Logger, observer Observer, tx Transaction) health {
 
 // failed is called on each failed produce attempt.
 func (h *health) failed(err error, msg string, args ...any) {
-	h.observer.ProduceFailed(producer.ErrorKind(err))
+	h.observer.ProduceFailed(ErrorKind(err))
 	failure := fmt.Errorf(msg, args...)
 	if !h.outage.Failed("produce", failure) {
 		h.log.Debug("kafka produce failed, retrying", slog.Any("err", failure))
@@ -50,7 +47,7 @@ func (h *health) failed(err error, msg string, args ...any) {
 // brokers answered, so it ends any outage instead of starting one: a fenced
 // transaction sends nothing more, and no later success would clear it.
 func (h *health) refused(err error, msg string, args ...any) {
-	h.observer.ProduceFailed(producer.ErrorKind(err))
+	h.observer.ProduceFailed(ErrorKind(err))
 	h.outage.Succeeded()
 	h.log.Debug("kafka refused a produce request", slog.Any("err", fmt.Errorf(msg, args...)))
 }
@@ -106,7 +103,7 @@ func (w *Writer) salvage(b batch) (failed error) {
 // sendAlone sends msg, a message of b, b's partition's salvaged batch, in
 // a batch of its own through the partition's sender (partition.sendAlone),
 // and returns its outcome.
-func (w *Writer) sendAlone(msg kafka.Message, b batch) error {
+func (w *Writer) sendAlone(msg Outgoing, b batch) error {
 	done, s := b.p.sendAlone(msg, b.order)
 	if s != nil {
 		s.signal()
@@ -117,30 +114,31 @@ func (w *Writer) sendAlone(msg kafka.Message, b batch) error {
 // salvageOne sends msg of b alone, and dead-letters it if Kafka refuses
 // it for what it is and there is a dead-letter topic. It returns msg's
 // fate, for its partition to report in order.
-func (w *Writer) salvageOne(msg kafka.Message, b batch) (reason string, err error) {
-	m, _ := msg.WriterData.(meta)
+func (w *Writer) salvageOne(msg Outgoing, b batch) (reason string, err error) {
 	if err = w.sendAlone(msg, b); err == nil {
-		return m.reason, nil
+		return msg.Reason, nil
 	}
 	var one *Error
-	if !errors.As(err, &one) || one.Reason == "" || w.cfg.DeadLetterTopic == "" {
-		return m.reason, err
+	if !errors.As(err, &one) || one.Reason == "" || w.cfg.DeadLetters == nil {
+		return msg.Reason, err
 	}
-	if m.reason != "" {
+	dl, ok := w.cfg.DeadLetters.Letter(msg, one)
+	if !ok {
+		return msg.Reason, err
+	}
+	if msg.Reason != "" {
 		// A dead letter already: its topic's max.message.bytes is below
-		// ours. It goes again without its value, to its own partition.
-		// It was counted once, when it was decided (sendDeadLetter,
-		// queueDeadLetter). Its reason says its value was left out (a
-		// salvage's dead letter reports its own event's reason instead:
-		// see queueDeadLetter).
-		if err = w.sendAlone(withoutValue(msg, len(msg.Value)), b); err != nil {
-			return m.reason, err
+		// ours. Its letter (the caller's: without its value) goes again,
+		// to its own partition. It was counted once, when it was decided.
+		// Its reason says its value was left out (a salvage's dead letter
+		// reports its own event's reason instead: see queueDeadLetter).
+		dl.Token, dl.Reason, dl.Commit, dl.Meta, dl.settled = msg.Token, msg.Reason, msg.Commit, msg.Meta, msg.settled
+		if err = w.sendAlone(dl, b); err != nil {
+			return msg.Reason, err
 		}
 		return one.Reason, nil
 	}
-	dl := w.letters.fit(deadLetterOfMessage(&msg, one, m.table, m.lsn))
-	dl.Topic = w.cfg.DeadLetterTopic
-	return w.queueDeadLetter(msg.Topic, dl, m, one)
+	return w.queueDeadLetter(msg, dl, one)
 }
 
 // heldBack is the fate of an event not sent because an earlier one of its

@@ -1,4 +1,4 @@
-package sink
+package producer
 
 import (
 	"errors"
@@ -162,7 +162,7 @@ func (r *routes) rechecked(topic string, every time.Duration) (rc *recheck, fres
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rc, ok := r.rechecks[topic]
-	if ok && (time.Since(rc.at) < every || !answered(rc.done)) {
+	if ok && (time.Since(rc.at) < every || !isClosed(rc.done)) {
 		return rc, false
 	}
 	rc = &recheck{at: time.Now(), done: make(chan struct{})}
@@ -181,22 +181,21 @@ func (r *routes) sizes() int {
 var balancer = &kafka.Murmur2Balancer{}
 
 // pick returns msg's partition among ids: the one its row's partition
-// column names (meta.partition), else its key's (choose). A name that is
+// column names (Outgoing.Partition), else its key's (choose). A name that is
 // not an integer, or not a partition of the topic, is an *Error with its
 // reason: the event is dead-lettered.
-func (r *routes) pick(msg *kafka.Message, ids []int) (int, error) {
-	m, _ := msg.WriterData.(meta)
-	if m.partition == "" {
+func (r *routes) pick(msg *Outgoing, ids []int) (int, error) {
+	if msg.Partition == "" {
 		return r.choose(msg, ids), nil
 	}
-	n, err := strconv.ParseInt(m.partition, 10, 32)
+	n, err := strconv.ParseInt(msg.Partition, 10, 32)
 	switch {
 	case errors.Is(err, strconv.ErrSyntax):
 		return 0, &Error{Topic: msg.Topic, Reason: ReasonInvalidPartition,
-			Err: fmt.Errorf("the partition column's value %q is not an integer (--column-partition)", m.partition)}
+			Err: fmt.Errorf("the partition column's value %q is not an integer (--column-partition)", msg.Partition)}
 	case err != nil || n < 0 || n >= int64(len(ids)):
 		return 0, &Error{Topic: msg.Topic, Reason: ReasonPartitionOutOfRange,
-			Err: fmt.Errorf("the partition column names partition %s; the topic has %d, 0 to %d (--column-partition)", m.partition, len(ids), len(ids)-1)}
+			Err: fmt.Errorf("the partition column names partition %s; the topic has %d, 0 to %d (--column-partition)", msg.Partition, len(ids), len(ids)-1)}
 	}
 	return int(n), nil
 }
@@ -206,9 +205,9 @@ func (r *routes) pick(msg *kafka.Message, ids []int) (int, error) {
 // moves to another at random once a batch's worth of records went to it
 // (the Java client's uniform sticky partitioner), so that null keys spread
 // evenly and still fill batches.
-func (r *routes) choose(msg *kafka.Message, ids []int) int {
+func (r *routes) choose(msg *Outgoing, ids []int) int {
 	if msg.Key != nil || len(ids) == 1 {
-		return balancer.Balance(*msg, ids...)
+		return balancer.Balance(kafka.Message{Key: msg.Key}, ids...)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -1,4 +1,4 @@
-package sink
+package producer
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // become [B0, B2, B1]; B2 goes alone before B1, is refused for its
 // sequence, renews the producer id and is written before B1.
 func TestSyncFailureBesidePipelined(t *testing.T) {
-	cluster := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "mis"))
+	cluster := newFakeCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "mis"))
 	var produced atomic.Int32
 	cluster.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		cluster.KeepControl()
@@ -54,7 +54,7 @@ func TestSyncFailureBesidePipelined(t *testing.T) {
 			brk.breakConnection(0)
 		}
 	}
-	ctx, w, f := keyedWriter(t, cluster, "mis", events, Config{BatchSize: 10, MaxInFlightRequests: 5, Hold: hold})
+	ctx, w, f := keyedWriter(t, cluster, "mis", events, testConfig{BatchSize: 10, MaxInFlightRequests: 5, Hold: hold})
 	brk = w.dialBreaker() // before the first event: no sender runs yet
 	publishKeyed(ctx, t, w, 1, 1)
 	for i := 1; i < events; i++ {

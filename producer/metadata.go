@@ -1,4 +1,4 @@
-package sink
+package producer
 
 import (
 	"context"
@@ -9,8 +9,6 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	metadataAPI "github.com/segmentio/kafka-go/protocol/metadata"
-
-	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
 // partitionIDs returns the partitions of topic (0 to n-1) and their
@@ -77,7 +75,7 @@ func (w *Writer) learn(ctx context.Context, topic string, res *metadataAPI.Respo
 			if !ok {
 				spec = w.cfg.TopicSpec
 			}
-			if err := producer.CreateTopic(ctx, w.client, topic, spec); err != nil {
+			if err := CreateTopic(ctx, w.client, topic, spec); err != nil {
 				return topicCount{}, err
 			}
 			w.log.Info("created topic", slog.String("topic", topic), slog.String("spec", spec.String()))

@@ -1,10 +1,8 @@
-package sink
+package producer
 
 import (
 	"cmp"
 	"slices"
-
-	"github.com/segmentio/kafka-go"
 )
 
 // Fates are reported in each partition's order (Done's promise), although
@@ -28,7 +26,7 @@ type reports struct {
 
 // fate is messages' fate, to report.
 type fate struct {
-	msgs []kafka.Message
+	msgs []Outgoing
 	err  error
 	// reason, when own, is the fate's dead-letter reason instead of the
 	// messages' own (a message salvage dead-lettered).
@@ -39,8 +37,8 @@ type fate struct {
 // reportFate hands each of f's messages' fate to Done.
 func (w *Writer) reportFate(f fate) {
 	for i := range f.msgs {
-		m := f.msgs[i].WriterData.(meta)
-		reason := m.reason
+		m := &f.msgs[i]
+		reason := m.Reason
 		if f.own {
 			reason = f.reason
 		}
@@ -50,7 +48,7 @@ func (w *Writer) reportFate(f fate) {
 			m.settled <- f.err
 			continue
 		}
-		w.done(m.token, reason, f.err)
+		w.done(m.Token, reason, f.err)
 	}
 }
 

@@ -1,4 +1,4 @@
-package sink
+package producer
 
 import (
 	"sync"
@@ -95,7 +95,7 @@ func (x *index) wakeAll() {
 }
 
 // spawn runs f in a goroutine the writer owns, unless the writer is closed
-// (false): for callers that are not owned goroutines themselves (Publish),
+// (false): for callers that are not owned goroutines themselves (Produce),
 // which must not add to owned once Close may be waiting for it.
 func (x *index) spawn(w *Writer, f func()) bool {
 	x.mu.Lock()

@@ -1,4 +1,4 @@
-package sink
+package producer
 
 import (
 	"context"
@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
-
-	"github.com/outbox-cdc/outbox-cdc/decode"
 )
 
 // TestAConnectionBrokenBesideAnotherBrokersDial: one broker's connection
@@ -17,7 +15,7 @@ import (
 // Both partitions' events are acknowledged, and, under -race, the hook
 // itself races with no sender's dial.
 func TestAConnectionBrokenBesideAnotherBrokersDial(t *testing.T) {
-	cluster := newCluster(t, kfake.NumBrokers(2), kfake.SeedTopics(2, "split"))
+	cluster := newFakeCluster(t, kfake.NumBrokers(2), kfake.SeedTopics(2, "split"))
 	infos := cluster.PartitionInfos("split")
 	first := infos[0].Leader
 	if infos[1].Leader == first {
@@ -33,9 +31,9 @@ func TestAConnectionBrokenBesideAnotherBrokersDial(t *testing.T) {
 			time.Sleep(100 * time.Millisecond) // partition 1's sender dials meanwhile
 		}
 	}
-	ctx, w, f := keyedWriter(t, cluster, "split", 3, Config{Hold: hold})
+	ctx, w, f := keyedWriter(t, cluster, "split", 3, testConfig{Hold: hold})
 	brk = w.dialBreaker() // before the first event: no sender runs yet
-	ev := func(i int, partition string) *decode.Event {
+	ev := func(i int, partition string) *event {
 		e := keyedEvent(i, 1)
 		e.Partition = partition
 		return e

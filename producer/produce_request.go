@@ -1,4 +1,4 @@
-package sink
+package producer
 
 import (
 	"bytes"
@@ -11,8 +11,6 @@ import (
 	"github.com/segmentio/kafka-go/protocol"
 	produceAPI "github.com/segmentio/kafka-go/protocol/produce"
 	"github.com/segmentio/kafka-go/protocol/rawproduce"
-
-	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
 // produceRequest stamps each batch with its partition's producer fields
@@ -51,16 +49,16 @@ func (w *Writer) produceRequest(batches []batch) (*rawproduce.Request, int, erro
 // first) as a produce request holds it. Each request gets bytes of its own:
 // kafka-go may still read a request's bytes after its round trip returned
 // (a cancelled request), so they are not pooled.
-func (w *Writer) encode(h producer.BatchHeader, msgs []kafka.Message) (protocol.RawRecordSet, error) {
-	records := make([]producer.Record, len(msgs))
+func (w *Writer) encode(h BatchHeader, msgs []Outgoing) (protocol.RawRecordSet, error) {
+	records := make([]Record, len(msgs))
 	size := 4 + 61
 	for i := range msgs {
 		m := &msgs[i]
-		records[i] = producer.Record{Key: m.Key, Value: m.Value, Headers: m.Headers, Time: m.Time}
+		records[i] = Record{Key: m.Key, Value: m.Value, Headers: m.Headers, Time: m.Time}
 		size += recordSize(m) + 16 + 8*len(m.Headers)
 	}
 	buf := make([]byte, 4, size)
-	buf, err := producer.AppendBatch(buf, h, records, w.cfg.Compression&7)
+	buf, err := AppendBatch(buf, h, records, w.codec&7)
 	if err != nil {
 		return protocol.RawRecordSet{}, fmt.Errorf("encode a batch of %d records: %w", len(msgs), err)
 	}

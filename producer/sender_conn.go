@@ -1,4 +1,4 @@
-package sink
+package producer
 
 import (
 	"context"
@@ -9,8 +9,6 @@ import (
 	"github.com/segmentio/kafka-go/protocol"
 	produceAPI "github.com/segmentio/kafka-go/protocol/produce"
 	"github.com/segmentio/kafka-go/protocol/rawproduce"
-
-	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
 // A sender's connection: requests written on it (send, write), their
@@ -34,7 +32,7 @@ func (s *sender) send(batches []batch) {
 			err = &Error{Err: err}
 		}
 	}
-	var call *producer.Call
+	var call *Call
 	if err == nil {
 		call, err = s.write(req)
 	}
@@ -53,7 +51,7 @@ func (s *sender) send(batches []batch) {
 }
 
 // write sends req on the sender's connection, dialing it first if need be.
-func (s *sender) write(req *rawproduce.Request) (*producer.Call, error) {
+func (s *sender) write(req *rawproduce.Request) (*Call, error) {
 	w := s.w
 	if s.conn != nil && s.conn.Broken() {
 		s.closeConn()

@@ -1,4 +1,4 @@
-package sink
+package producer
 
 import (
 	"context"
@@ -10,8 +10,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/outbox-cdc/outbox-cdc/decode"
 )
 
 // TestLeaderMovesWhileBatchInFlight: a partition's batch is held by its slow
@@ -43,15 +41,15 @@ func leaderMovesWhileBusy(t *testing.T, back bool) {
 		}
 	}()
 
-	topic, _ := ParseTopic("moving")
+	topic := "moving"
 	const events, keys = 200, 4
 	f := newFates(events)
-	w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 50, BatchTimeout: time.Millisecond,
+	w := newTestWriter(testConfig{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 50, BatchTimeout: time.Millisecond,
 		MetadataMaxAge: 50 * time.Millisecond, MissingTopicTimeout: 10 * time.Second}, f.done)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	publish := func(i int) {
-		ev := &decode.Event{ID: fmt.Sprint(i), AggregateType: "t", AggregateID: fmt.Sprintf("k%d", i%keys), EventType: "e",
+		ev := &event{ID: fmt.Sprint(i), AggregateType: "t", AggregateID: fmt.Sprintf("k%d", i%keys), EventType: "e",
 			Payload: binary.BigEndian.AppendUint32(nil, uint32(i/keys))}
 		if err := w.Publish(ctx, ev, uint64(i)); err != nil {
 			t.Fatalf("publish %d: %v", i, err)
@@ -102,7 +100,7 @@ func leaderMovesWhileBusy(t *testing.T, back bool) {
 
 // waitLeader asks the writer where topic's partition id is led until it
 // answers leader, so that the partition has moved to that broker's sender.
-func waitLeader(ctx context.Context, t *testing.T, w *Writer, topic string, id int, leader int32) {
+func waitLeader(ctx context.Context, t *testing.T, w *testWriter, topic string, id int, leader int32) {
 	t.Helper()
 	for {
 		c, err := w.lookup(ctx, topic)

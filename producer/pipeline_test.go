@@ -1,4 +1,4 @@
-package sink
+package producer
 
 import (
 	"fmt"
@@ -27,10 +27,10 @@ func slowProduce(cluster *kfake.Cluster, d time.Duration) {
 func TestPipelinedBacklog(t *testing.T) {
 	for _, depth := range []int{1, 5} {
 		t.Run(fmt.Sprint("depth=", depth), func(t *testing.T) {
-			cluster := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "pipe"))
+			cluster := newFakeCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "pipe"))
 			slowProduce(cluster, 5*time.Millisecond)
 			const events, keys = 2000, 10
-			ctx, w, f := keyedWriter(t, cluster, "pipe", events, Config{BatchSize: 10, MaxInFlightRequests: depth})
+			ctx, w, f := keyedWriter(t, cluster, "pipe", events, testConfig{BatchSize: 10, MaxInFlightRequests: depth})
 			publishKeyed(ctx, t, w, events, keys)
 			total, distinct, _ := checkKeyed(ctx, t, f, w, keys, cluster, "pipe", 2)
 			if total != events || distinct != events {

@@ -1,4 +1,4 @@
-package sink
+package producer
 
 // How a sender is woken: an answer, a retry due, a partition handed over,
 // Close and Flush signal it at once; a message queued (enqueue) signals it

@@ -1,4 +1,4 @@
-package sink
+package producer
 
 import (
 	"fmt"
@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
-
-	"github.com/outbox-cdc/outbox-cdc/decode"
 )
 
 // TestADeadLetteredEventIsReportedAfterItsPartitionsEarlierEvents: Done
@@ -20,7 +18,7 @@ import (
 // dead-lettered (the dead-letter topic led there too). Done(1) must wait
 // for Done(0) to return, though the dead letter's answer comes first.
 func TestADeadLetteredEventIsReportedAfterItsPartitionsEarlierEvents(t *testing.T) {
-	cluster := newCluster(t, kfake.NumBrokers(2))
+	cluster := newFakeCluster(t, kfake.NumBrokers(2))
 	if err := cluster.CreateTopic("small", 1, map[string]string{"max.message.bytes": "2000"}); err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +31,7 @@ func TestADeadLetteredEventIsReportedAfterItsPartitionsEarlierEvents(t *testing.
 			t.Fatal(err)
 		}
 	}
-	topic, _ := ParseTopic("small")
+	topic := "small"
 	o := newOutcomes()
 	var mu sync.Mutex
 	var inDone []uint64 // Done calls under way
@@ -63,11 +61,11 @@ func TestADeadLetteredEventIsReportedAfterItsPartitionsEarlierEvents(t *testing.
 		inDone = slices.DeleteFunc(inDone, func(x uint64) bool { return x == token })
 		mu.Unlock()
 	}
-	w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchTimeout: time.Millisecond,
+	w := newTestWriter(testConfig{Brokers: cluster.ListenAddrs(), Topic: topic, BatchTimeout: time.Millisecond,
 		MissingTopicTimeout: 10 * time.Second, DeadLetterTopic: "dlq"}, done)
 	ctx := testContext(t, 30*time.Second)
-	ev := func(i int, payload []byte) *decode.Event {
-		return &decode.Event{ID: fmt.Sprint(i), AggregateType: "t", AggregateID: "k", EventType: "e", Payload: payload}
+	ev := func(i int, payload []byte) *event {
+		return &event{ID: fmt.Sprint(i), AggregateType: "t", AggregateID: "k", EventType: "e", Payload: payload}
 	}
 	if err := w.Publish(ctx, ev(0, []byte(`{}`)), 0); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package sink
+package producer
 
 import (
 	"context"
@@ -63,8 +63,8 @@ func (c *stuckConn) Close() error {
 // TestCloseWithWriteBlocked: Close(ctx) returns soon after ctx ends even
 // when a produce request's write is blocked.
 func TestCloseWithWriteBlocked(t *testing.T) {
-	cluster := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "stuck"))
-	ctx, w, _ := keyedWriter(t, cluster, "stuck", 1, Config{BatchSize: 10})
+	cluster := newFakeCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "stuck"))
+	ctx, w, _ := keyedWriter(t, cluster, "stuck", 1, testConfig{BatchSize: 10})
 	var armed atomic.Bool
 	w.dialer.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		nc, err := (&net.Dialer{}).DialContext(ctx, network, addr)

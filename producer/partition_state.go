@@ -1,14 +1,10 @@
-package sink
+package producer
 
 import (
 	"cmp"
 	"errors"
 	"slices"
 	"time"
-
-	"github.com/segmentio/kafka-go"
-
-	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
 // state is a partition's state: plain data, and the decisions taken over
@@ -21,13 +17,13 @@ type state struct {
 	// leaderAt is when the metadata answer that named leader was read
 	// (topicCount.at): an older one does not move p (push, follow).
 	leaderAt time.Time
-	buf      []kafka.Message // waiting, oldest first
-	bytes    int             // their weight against batchBytes
-	since    time.Time       // when buf's oldest message was queued, or later (see dueAt)
+	buf      []Outgoing // waiting, oldest first
+	bytes    int        // their weight against batchBytes
+	since    time.Time  // when buf's oldest message was queued, or later (see dueAt)
 	// out counts its batches in requests not yet answered, all on
 	// outConn (see joins).
 	out     int
-	outConn *producer.Conn
+	outConn *Conn
 	// retries are its failed batches, oldest first, each with its
 	// sequence: sent again one at a time, alone, before anything newer.
 	retries []batch
@@ -164,7 +160,7 @@ func (p *state) take(w *Writer, owner *partition) batch {
 		count++
 	}
 	p.bytes -= size
-	msgs := make([]kafka.Message, count)
+	msgs := make([]Outgoing, count)
 	copy(msgs, p.buf)
 	rest := copy(p.buf, p.buf[count:])
 	clear(p.buf[rest:])
@@ -173,7 +169,7 @@ func (p *state) take(w *Writer, owner *partition) batch {
 		p.since = time.Now() // the rest came later: counted from now, they wait at most a round more
 	}
 	p.reports.next++
-	return batch{p: owner, msgs: msgs, h: producer.NoProducer, alone: p.out == 1, order: p.reports.next - 1}
+	return batch{p: owner, msgs: msgs, h: NoProducer, alone: p.out == 1, order: p.reports.next - 1}
 }
 
 // drop queues the fates of everything p holds, in its order, once the

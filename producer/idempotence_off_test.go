@@ -1,4 +1,4 @@
-package sink
+package producer
 
 import (
 	"encoding/binary"
@@ -10,8 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/outbox-cdc/outbox-cdc/decode"
 )
 
 // batchPID returns the producer id of partition part's batch in a produce
@@ -41,23 +39,23 @@ func batchPID(req kmsg.Request, part int32) (int64, bool) {
 // error (NOT_ENOUGH_REPLICAS) while the next is written reorders the key.
 // Found by review: event 12 written after event 21.
 func TestIdempotenceOffStopsPipelining(t *testing.T) {
-	cluster := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "mix"))
+	cluster := newFakeCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "mix"))
 	slowProduce(cluster, 10*time.Millisecond)
 	ids := watchProducerIDs(t, cluster)
 	const keys = 5
 	seq := map[string]uint32{}
 	token := uint64(0)
 	total := 0
-	mk := func(part, key int) *decode.Event {
+	mk := func(part, key int) *event {
 		k := fmt.Sprintf("p%dk%d", part, key)
 		n := seq[k]
 		seq[k]++
 		token++
-		return &decode.Event{ID: fmt.Sprint(token), AggregateType: "t", AggregateID: k, EventType: "e",
+		return &event{ID: fmt.Sprint(token), AggregateType: "t", AggregateID: k, EventType: "e",
 			Payload: binary.BigEndian.AppendUint32(nil, n), Partition: fmt.Sprint(part)}
 	}
 	const phase1, phase3 = 60, 300
-	ctx, w, f := keyedWriter(t, cluster, "mix", 2*phase1+1+phase3, Config{BatchSize: 10})
+	ctx, w, f := keyedWriter(t, cluster, "mix", 2*phase1+1+phase3, testConfig{BatchSize: 10})
 	publish := func(part, i int) {
 		total++
 		ev := mk(part, i%keys)
