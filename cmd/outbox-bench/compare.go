@@ -33,6 +33,9 @@ type phaseResult struct {
 	Batches float64
 	// SentBytes is bytes written to Kafka per event (outbox-cdc only).
 	SentBytes float64
+	// Syscalls and Switches are the relay's read and write system calls
+	// and its threads' context switches, per event (procWakes).
+	Syscalls, Switches float64
 }
 
 // drainRun is one relay draining a backlog, one round.
@@ -163,8 +166,8 @@ func (b *bench) compareOne(ctx context.Context, c contender, round int, loads []
 			return nil, dr, fmt.Errorf("%s: %w", l, err)
 		}
 		pr.Round = round
-		fmt.Fprintf(os.Stderr, "round %d %s %s: %d events, p50 %.1f ms, p99 %.1f ms, max %.1f ms; CPU µs/event relay %.0f, broker %.0f, walsender %.0f; %.0f req/s of %.1f records, %.0f B/event sent; %.0f batches/s read\n",
-			round, c.name, l, pr.Events, pr.P50, pr.P99, pr.Max, pr.RelayUs, pr.BrokerUs, pr.WalsenderUs, pr.Requests, pr.RecordsPerReq, pr.SentBytes, pr.Batches)
+		fmt.Fprintf(os.Stderr, "round %d %s %s: %d events, p50 %.1f ms, p99 %.1f ms, max %.1f ms; CPU µs/event relay %.0f, broker %.0f, walsender %.0f; %.0f req/s of %.1f records, %.0f B/event sent; %.0f batches/s read; relay %.2f syscalls, %.2f context switches/event\n",
+			round, c.name, l, pr.Events, pr.P50, pr.P99, pr.Max, pr.RelayUs, pr.BrokerUs, pr.WalsenderUs, pr.Requests, pr.RecordsPerReq, pr.SentBytes, pr.Batches, pr.Syscalls, pr.Switches)
 		out = append(out, pr)
 	}
 
@@ -188,6 +191,7 @@ func (b *bench) compareOne(ctx context.Context, c contender, round int, loads []
 func (b *bench) measurePhase(ctx context.Context, relay string, pid int, pool *pgxpool.Pool, table string, l load, d time.Duration, t *tracker, batches *batchCounter) (phaseResult, error) {
 	wal := b.walsender(ctx, table)
 	r0, b0, w0 := procCPU(pid), procCPU(b.brokerPID), procCPU(wal)
+	s0, c0 := procWakes(pid)
 	m0 := scrapeRequests(relay, b.metricsAddr)
 	n0 := batches.n.Load()
 	began := time.Now()
@@ -199,6 +203,7 @@ func (b *bench) measurePhase(ctx context.Context, relay string, pid int, pool *p
 		return phaseResult{}, err
 	}
 	r1, b1, w1 := procCPU(pid), procCPU(b.brokerPID), procCPU(wal)
+	s1, c1 := procWakes(pid)
 	m1 := scrapeRequests(relay, b.metricsAddr)
 	n1 := batches.n.Load()
 	lat := t.latencies(began.Add(time.Second))
@@ -209,7 +214,7 @@ func (b *bench) measurePhase(ctx context.Context, relay string, pid int, pool *p
 	pr := phaseResult{Relay: relay, Load: l, Events: len(t.committed), AchievedTx: achieved,
 		P50: quantile(lat, 0.5), P99: quantile(lat, 0.99), Max: lat[len(lat)-1],
 		RelayUs: (r1 - r0) / n * 1e6, BrokerUs: (b1 - b0) / n * 1e6, WalsenderUs: (w1 - w0) / n * 1e6,
-		Batches: float64(n1-n0) / time.Since(began).Seconds()}
+		Batches: float64(n1-n0) / time.Since(began).Seconds(), Syscalls: (s1 - s0) / n, Switches: (c1 - c0) / n}
 	if m1.requests > m0.requests {
 		secs := time.Since(began).Seconds()
 		pr.Requests = (m1.requests - m0.requests) / secs

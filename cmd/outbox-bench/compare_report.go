@@ -97,8 +97,8 @@ func (b *bench) runCompare(ctx context.Context, root string, names, relayArgs []
 // printCompare prints medians (min–max) over the rounds.
 func printCompare(w io.Writer, rep compareReport, names []string, loads []load) {
 	fmt.Fprintf(w, "\n%s; %d rounds, relays' order rotated each round; %s per load; medians (min–max)\n\n", rep.Machine, rep.Rounds, rep.Phase)
-	fmt.Fprintln(w, "| load | relay | achieved tx/s | p50 ms | p99 ms | max ms | relay CPU µs/event | broker CPU µs/event | walsender CPU µs/event | produce req/s | records/req | batches/s read |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| load | relay | achieved tx/s | p50 ms | p99 ms | max ms | relay CPU µs/event | broker CPU µs/event | walsender CPU µs/event | produce req/s | records/req | batches/s read | relay syscalls/event | relay context switches/event |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, l := range loads {
 		for _, n := range append(slices.Clone(names), "bare reader") {
 			var runs []phaseResult
@@ -123,10 +123,14 @@ func printCompare(w io.Writer, rep compareReport, names []string, loads []load) 
 			if n == "bare reader" {
 				batches = "–"
 			}
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", l, n,
+			wakes, switches := get(func(p phaseResult) float64 { return p.Syscalls }), get(func(p phaseResult) float64 { return p.Switches })
+			if n == "bare reader" || runs[0].Syscalls == 0 {
+				wakes, switches = "–", "–"
+			}
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", l, n,
 				get(func(p phaseResult) float64 { return p.AchievedTx }), get(func(p phaseResult) float64 { return p.P50 }), get(func(p phaseResult) float64 { return p.P99 }),
 				get(func(p phaseResult) float64 { return p.Max }), relayCPU, broker,
-				get(func(p phaseResult) float64 { return p.WalsenderUs }), reqs, per, batches)
+				get(func(p phaseResult) float64 { return p.WalsenderUs }), reqs, per, batches, wakes, switches)
 		}
 	}
 	fmt.Fprintln(w, "\n| backlog | relay | drain events/s | relay CPU s/100k | broker CPU s/100k | peak RSS MiB |")

@@ -212,6 +212,38 @@ func procCPU(pid int) float64 {
 	return (utime + stime) / 100 // USER_HZ is 100 on Linux
 }
 
+// procWakes returns pid's read and write system calls (/proc/PID/io) and
+// its threads' context switches, voluntary and not (/proc/PID/task/*/status):
+// how often the process woke up and went to the kernel, which on a
+// shared 2-core machine costs more than the work between.
+func procWakes(pid int) (syscalls, switches float64) {
+	if pid <= 0 {
+		return 0, 0
+	}
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid)); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ": "); ok && (k == "syscr" || k == "syscw") {
+				n, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				syscalls += n
+			}
+		}
+	}
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue // the thread ended
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.HasSuffix(k, "ctxt_switches") {
+				n, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				switches += n
+			}
+		}
+	}
+	return syscalls, switches
+}
+
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
