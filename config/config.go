@@ -32,10 +32,13 @@ type Config struct {
 	HTTPAddr  string
 	LogFormat string // text or json
 	LogLevel  string // debug, info, warn or error
-	Role      string // setup: the role outbox-cdc runs as, granted what it needs
-	Print     bool   // setup: print the SQL instead of running it
-	JSON      bool   // status, dlq: machine-readable output
-	Offline   bool   // check: validate the configuration, contact no server
+	// MaxProcs is GOMAXPROCS for run: 1 by default; 0 leaves Go's. The
+	// GOMAXPROCS variable, when set, wins (cmd/outbox-cdc applies it).
+	MaxProcs int
+	Role     string // setup: the role outbox-cdc runs as, granted what it needs
+	Print    bool   // setup: print the SQL instead of running it
+	JSON     bool   // status, dlq: machine-readable output
+	Offline  bool   // check: validate the configuration, contact no server
 
 	DLQ       dlq.Selection // dlq list and replay: which dead letters
 	DLQReplay dlq.Options   // dlq replay: --to-topic, --dry-run
@@ -91,7 +94,7 @@ func (c Config) PostgresTarget() string { return c.Relay.PostgresTarget() }
 
 // defaults is what a command is before any flag, variable or file.
 func defaults(cmd string) Config {
-	return Config{Command: cmd, Relay: relay.Default(), HTTPAddr: "127.0.0.1:9090", LogFormat: "text", LogLevel: "info",
+	return Config{Command: cmd, Relay: relay.Default(), HTTPAddr: "127.0.0.1:9090", LogFormat: "text", LogLevel: "info", MaxProcs: 1,
 		DLQ: dlq.Everything}
 }
 

@@ -39,6 +39,7 @@ var fieldFlags = map[string]string{
 	"Stream.ConfirmInterval":               "confirm-interval",
 	"Stream.StatusInterval":                "status-interval",
 	"Stream.ReceiveTimeout":                "receive-timeout",
+	"Stream.ReadPacing":                    "read-pacing",
 	"Stream.DrainTimeout":                  "drain-timeout",
 	"Stream.HeartbeatInterval":             "heartbeat-interval",
 	"Producer.BatchSize":                   "batch-size",

@@ -16,6 +16,8 @@ func (c Config) validate() error {
 	switch {
 	case c.LogFormat != "text" && c.LogFormat != "json":
 		return usagef("--log-format %q: want text or json", c.LogFormat)
+	case c.MaxProcs < 0:
+		return usagef("--max-procs %d: want 1 or more, or 0 for Go's default", c.MaxProcs)
 	case c.LogLevel != "debug" && c.LogLevel != "info" && c.LogLevel != "warn" && c.LogLevel != "error":
 		return usagef("--log-level %q: want debug, info, warn or error", c.LogLevel)
 	case (c.Command == CmdRun || c.Command == CmdCheck) && c.HTTPAddr != "" && !strings.Contains(c.HTTPAddr, ":"):

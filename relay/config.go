@@ -133,7 +133,11 @@ type Stream struct {
 	ConfirmInterval  time.Duration // how soon a newly acknowledged position is reported; default 20ms
 	StatusInterval   time.Duration // longest gap between standby status updates; default 10s
 	ReceiveTimeout   time.Duration // server silence after which the connection is presumed dead; default 30s
-	DrainTimeout     time.Duration // how long shutdown waits for in-flight acks; default 30s
+	// ReadPacing is the least time between two reads of the replication
+	// connection while the server sends little; default 1ms; 0 reads
+	// whenever data arrives (see replication.StreamConfig.ReadPacing).
+	ReadPacing   time.Duration
+	DrainTimeout time.Duration // how long shutdown waits for in-flight acks; default 30s
 	// HeartbeatInterval is how often, while nothing is in flight, a
 	// logical decoding message is written so that an idle outbox advances
 	// its slot; also how often slot metrics are read. Default 10s; 0: none.
@@ -226,7 +230,7 @@ func Default() Config {
 		Slot:     Slot{Publication: "outbox_cdc", Name: "outbox_cdc", Failover: slot.FailoverAuto},
 		Messages: Messages{Prefix: "outbox"},
 		Stream: Stream{MaxInFlight: 10000, MaxInFlightBytes: 64 << 20, ConfirmInterval: 20 * time.Millisecond,
-			StatusInterval: 10 * time.Second, ReceiveTimeout: 30 * time.Second, DrainTimeout: 30 * time.Second,
+			StatusInterval: 10 * time.Second, ReceiveTimeout: 30 * time.Second, DrainTimeout: 30 * time.Second, ReadPacing: time.Millisecond,
 			HeartbeatInterval: 10 * time.Second},
 		Producer: Producer{BatchSize: 1000, BatchTimeout: 7 * time.Millisecond, MaxInFlightRequests: 5, Compression: sink.CompressionLz4,
 			MaxMessageBytes: 1_000_000, MetadataMaxAge: time.Minute, MissingTopicTimeout: 30 * time.Second,

@@ -42,6 +42,7 @@ func (r *Relay) session(ctx context.Context, start pglogrepl.LSN) (bool, error) 
 	stream, err := replication.Connect(ctx, replication.StreamConfig{
 		URL: cfg.PostgresURL, Slot: cfg.Slot.Name, Publication: cfg.Slot.Publication, StatusInterval: cfg.Stream.StatusInterval,
 		ConfirmEvery: cfg.Stream.ConfirmInterval, ReceiveTimeout: cfg.Stream.ReceiveTimeout, Logger: r.log,
+		ReadPacing: cfg.Stream.ReadPacing,
 	}, d)
 	if err != nil {
 		return false, err

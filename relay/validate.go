@@ -253,6 +253,8 @@ func (c Config) validateStream() error {
 		return bad("Stream.ConfirmInterval", "{Stream.ConfirmInterval} %s: want a positive duration up to {Stream.StatusInterval} (%s)", s.ConfirmInterval, s.StatusInterval)
 	case s.ReceiveTimeout < 0:
 		return bad("Stream.ReceiveTimeout", "{Stream.ReceiveTimeout} %s: want a positive duration, or 0 for 3 × {Stream.StatusInterval}", s.ReceiveTimeout)
+	case s.ReadPacing < 0 || s.ReadPacing > maxReadPacing:
+		return bad("Stream.ReadPacing", "{Stream.ReadPacing} %s: want 0 (off) up to %s", s.ReadPacing, maxReadPacing)
 	case s.DrainTimeout < 0:
 		return bad("Stream.DrainTimeout", "{Stream.DrainTimeout} %s: want zero or more", s.DrainTimeout)
 	case s.HeartbeatInterval < 0:
@@ -320,3 +322,7 @@ func (c Config) marks() bool {
 func (c Config) backfills() bool {
 	return slices.ContainsFunc(c.Tables, func(t Table) bool { return t.Backfill.Where != "" })
 }
+
+// maxReadPacing bounds Stream.ReadPacing: each read may wait this long, so
+// it is latency added to every event of a quiet stream.
+const maxReadPacing = 50 * time.Millisecond

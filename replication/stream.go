@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -46,7 +47,12 @@ type StreamConfig struct {
 	// server (it asks for a keepalive every StatusInterval when idle) before
 	// it presumes the connection dead. Zero means 3 × StatusInterval.
 	ReceiveTimeout time.Duration
-	Logger         *slog.Logger
+	// ReadPacing, when positive, is the least time between two reads of
+	// the connection while the server sends little (see pacedConn): fewer
+	// wake-ups per event at a moderate rate, for up to ReadPacing of
+	// latency. Zero reads whenever data arrives.
+	ReadPacing time.Duration
+	Logger     *slog.Logger
 }
 
 // walConn is what a Stream asks of its connection: pgConn on a server,
@@ -106,6 +112,16 @@ func Connect(ctx context.Context, cfg StreamConfig, progress Progress) (*Stream,
 	pc.RuntimeParams["bytea_output"] = "hex"
 	if pc.RuntimeParams["application_name"] == "" {
 		pc.RuntimeParams["application_name"] = "outbox-cdc"
+	}
+	if gap := cfg.ReadPacing; gap > 0 {
+		dial := pc.DialFunc
+		pc.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &pacedConn{Conn: conn, gap: gap}, nil
+		}
 	}
 	conn, err := pgconn.ConnectConfig(ctx, pc)
 	if err != nil {

@@ -111,3 +111,23 @@ func TestCheckOffline(t *testing.T) {
 		t.Errorf("check --offline, a bad topic: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }
+
+// TestMaxProcs: --max-procs sets GOMAXPROCS for run unless 0, or a
+// GOMAXPROCS variable said otherwise.
+func TestMaxProcs(t *testing.T) {
+	for _, c := range []struct {
+		flag    int
+		environ []string
+		want    int
+	}{
+		{1, []string{"PATH=/bin"}, 1},
+		{4, nil, 4},
+		{0, nil, 0},
+		{1, []string{"GOMAXPROCS=2"}, 0},
+		{1, []string{"GOMAXPROCS_X=2"}, 1},
+	} {
+		if got := maxProcs(c.flag, c.environ); got != c.want {
+			t.Errorf("maxProcs(%d, %q) = %d, want %d", c.flag, c.environ, got, c.want)
+		}
+	}
+}

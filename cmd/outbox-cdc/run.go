@@ -7,7 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"runtime/pprof"
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +24,9 @@ import (
 // runExit runs `outbox-cdc run` and says how it ended: a usage error (a
 // setting to fix, a column the table lacks) or another failure.
 func runExit(ctx context.Context, cfg config.Config, log *slog.Logger, stderr io.Writer, red redactor, environ []string) int {
+	if n := maxProcs(cfg.MaxProcs, environ); n > 0 {
+		runtime.GOMAXPROCS(n)
+	}
 	if path := os.Getenv("OUTBOX_CDC_CPUPROFILE"); path != "" {
 		// A debugging aid for the benchmark: a CPU profile of the whole run.
 		if f, err := os.Create(path); err == nil && pprof.StartCPUProfile(f) == nil {
@@ -71,4 +76,16 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...relay
 		log.Info("serving metrics and probes", slog.String("addr", ln.Addr().String()))
 	}
 	return r.Run(ctx)
+}
+
+// maxProcs is the GOMAXPROCS --max-procs asks for, 0 to leave Go's: when
+// it is 0, or a GOMAXPROCS variable is set (Go applied that already, and
+// an operator who set it meant it).
+func maxProcs(flag int, environ []string) int {
+	for _, kv := range environ {
+		if strings.HasPrefix(kv, "GOMAXPROCS=") {
+			return 0
+		}
+	}
+	return flag
 }
