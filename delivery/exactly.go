@@ -292,7 +292,13 @@ func (x *exactly) commit() error {
 		x.flush(true)
 		defer x.flush(false)
 	}
-	if err := x.acknowledgedWithCheckpoint(ctx, b); err != nil {
+	if err := x.track.WaitAcked(ctx); err != nil {
+		return err
+	}
+	rec := x.base
+	rec.CommitLSN, rec.EndLSN, rec.Xid, rec.CommitTime = b.commit, b.end, b.xid, b.time
+	x.unsure = true
+	if err := x.ckpt.Write(ctx, rec); err != nil {
 		return err
 	}
 	if err := x.txn.Commit(ctx); err != nil {
@@ -319,30 +325,6 @@ func (x *exactly) commit() error {
 		return fmt.Errorf("begin a kafka transaction: %w", err)
 	}
 	return nil
-}
-
-// acknowledgedWithCheckpoint writes the checkpoint record of b into the
-// Kafka transaction while it waits for every event handed over to be
-// acknowledged, and returns once both are done: the transaction makes them
-// one, so the record's round trips (adding its partition, producing it)
-// need not follow the last acknowledgement, which is most of a commit's
-// latency at low rates. Either failing fails the commit; the record is
-// then in a transaction that is never committed. The caller holds the
-// gate: no event is handed over meanwhile.
-func (x *exactly) acknowledgedWithCheckpoint(ctx context.Context, b boundary) error {
-	rec := x.base
-	rec.CommitLSN, rec.EndLSN, rec.Xid, rec.CommitTime = b.commit, b.end, b.xid, b.time
-	x.unsure = true
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	wrote := make(chan error, 1)
-	go func() { wrote <- x.ckpt.Write(ctx, rec) }() // owned here: waited for below
-	if err := x.track.WaitAcked(ctx); err != nil {
-		cancel(err)
-		<-wrote
-		return err
-	}
-	return <-wrote
 }
 
 // settle cleans the rows (--cleanup) of the Kafka transaction that commit
