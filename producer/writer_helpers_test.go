@@ -28,6 +28,8 @@ type testConfig struct {
 	BatchTimeout, MissingTopicTimeout time.Duration
 	MetadataMaxAge                    time.Duration
 	RetryBackoffMin, RetryBackoffMax  time.Duration
+	AutoCreateTopics                  bool
+	Observer                          Observer
 	Hold                              func(context.Context)
 }
 
@@ -47,7 +49,8 @@ type testWriter struct {
 func newTestWriter(cfg testConfig, done Done) *testWriter {
 	wc := WriterConfig{Brokers: cfg.Brokers, BatchSize: cfg.BatchSize, BatchTimeout: cfg.BatchTimeout, MaxInFlightRequests: cfg.MaxInFlightRequests,
 		MissingTopicTimeout: cfg.MissingTopicTimeout, MetadataMaxAge: cfg.MetadataMaxAge,
-		RetryBackoffMin: cfg.RetryBackoffMin, RetryBackoffMax: cfg.RetryBackoffMax, Hold: cfg.Hold}
+		RetryBackoffMin: cfg.RetryBackoffMin, RetryBackoffMax: cfg.RetryBackoffMax, Hold: cfg.Hold,
+		AutoCreateTopics: cfg.AutoCreateTopics, Observer: cfg.Observer}
 	if cfg.DeadLetterTopic != "" {
 		wc.DeadLetters = testLetters{topic: cfg.DeadLetterTopic}
 	}
@@ -56,6 +59,12 @@ func newTestWriter(cfg testConfig, done Done) *testWriter {
 
 // Publish hands ev to the writer under token, as sink's raw envelope.
 func (w *testWriter) Publish(ctx context.Context, ev *event, token uint64) error {
+	return w.PublishTo(ctx, w.topic, ev, token)
+}
+
+// PublishTo hands ev to the writer under token, to topic instead of the
+// writer's own (as sink routes by a topic template).
+func (w *testWriter) PublishTo(ctx context.Context, topic string, ev *event, token uint64) error {
 	var key []byte
 	if ev.AggregateID != "" {
 		key = []byte(ev.AggregateID)
@@ -64,7 +73,7 @@ func (w *testWriter) Publish(ctx context.Context, ev *event, token uint64) error
 	if ev.AggregateType != "" {
 		hs = append(hs, Header{Key: "aggregate_type", Value: []byte(ev.AggregateType)})
 	}
-	return w.Produce(ctx, Outgoing{Topic: w.topic, Key: key, Value: ev.Payload, Headers: hs, Partition: ev.Partition, Token: token})
+	return w.Produce(ctx, Outgoing{Topic: topic, Key: key, Value: ev.Payload, Headers: hs, Partition: ev.Partition, Token: token})
 }
 
 // testLetters dead-letters a refused record to topic, with its reason in

@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -92,27 +93,22 @@ func smallTopicWriter(t *testing.T, cluster *kfake.Cluster, dlq string) (context
 	return testContext(t, 30*time.Second), w, o
 }
 
-// keyedWriter starts a writer to topic for the tests of per-key order under
-// faults (publishKeyed, then checkKeyed): batches flushed every 2 ms, fates
-// collected for events; cfg adds BatchSize and MetadataMaxAge. Its context
-// ends after a minute at the most.
-func keyedWriter(t *testing.T, cluster *kfake.Cluster, topic string, events int, cfg Config) (context.Context, *Writer, *fates) {
-	t.Helper()
-	cfg.Brokers, cfg.BatchTimeout, cfg.MissingTopicTimeout = cluster.ListenAddrs(), 2*time.Millisecond, 10*time.Second
-	cfg.Topic, _ = ParseTopic(topic)
-	f := newFates(events)
-	return testContext(t, time.Minute), NewWriter(cfg, f.done), f
+// chance is a seeded coin shared by the fault injectors.
+type chance struct {
+	mu  sync.Mutex
+	rng *rand.Rand
 }
 
-// checkKeyed waits until every event is acknowledged and closes w
-// (fates.wait), then checks each key's order in the acknowledgements
-// (checkAckOrder) and in topic's partitions (checkLog, whose counts it
-// returns).
-func checkKeyed(ctx context.Context, t *testing.T, f *fates, w *Writer, keys int, cluster *kfake.Cluster, topic string, partitions int) (total, distinct, moved int) {
-	t.Helper()
-	f.wait(ctx, t, w)
-	checkAckOrder(t, f, keys)
-	return checkLog(ctx, t, cluster.ListenAddrs(), topic, partitions)
+func (c *chance) below(p float64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rng.Float64() < p
+}
+
+func (c *chance) intN(n int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rng.IntN(n)
 }
 
 // randomFault fails a partition of a produce request with err, at odds p.
@@ -160,29 +156,27 @@ func moveLeaders(cluster *kfake.Cluster, coin *chance, topic string, brokers int
 	}
 }
 
-// slowProduce makes the cluster take d over each produce request.
-func slowProduce(cluster *kfake.Cluster, d time.Duration) {
-	cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		cluster.KeepControl()
-		cluster.SleepControl(func() { time.Sleep(d) })
-		return nil, nil, false
-	})
-}
-
-// batchPID returns the producer id of partition part's batch in a produce
-// request, and whether the request carries one for it.
-func batchPID(req kmsg.Request, part int32) (int64, bool) {
-	for _, rt := range req.(*kmsg.ProduceRequest).Topics {
-		for _, rp := range rt.Partitions {
-			if rp.Partition != part {
-				continue
-			}
-			var b kmsg.RecordBatch
-			if err := b.ReadFrom(rp.Records); err != nil {
-				return 0, false
-			}
-			return b.ProducerID, true
-		}
+// readPartition reads every record of one partition.
+func readPartition(ctx context.Context, t *testing.T, brokers []string, topic string, p int) []kafka.Message {
+	t.Helper()
+	conn, err := kafka.DialLeader(ctx, "tcp", brokers[0], topic, p)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return 0, false
+	end, err := conn.ReadLastOffset()
+	conn.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: topic, Partition: p, MaxWait: 50 * time.Millisecond})
+	defer r.Close()
+	var out []kafka.Message
+	for off := int64(0); off < end; off++ {
+		m, err := r.ReadMessage(ctx)
+		if err != nil {
+			t.Fatalf("read partition %d: %v", p, err)
+		}
+		out = append(out, m)
+	}
+	return out
 }
