@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -30,6 +31,8 @@ type testConfig struct {
 	RetryBackoffMin, RetryBackoffMax  time.Duration
 	AutoCreateTopics                  bool
 	Observer                          Observer
+	Transaction                       Transaction
+	Logger                            *slog.Logger
 	Hold                              func(context.Context)
 }
 
@@ -43,18 +46,24 @@ type event struct {
 // testWriter is the engine under one topic.
 type testWriter struct {
 	*Writer
-	topic string
+	topic    string
+	lettered *atomic.Int64 // dead letters written of refused records (testLetters.Lettered)
 }
+
+// DeadLettered returns how many refused records' dead letters were
+// written, as sink's Writer.DeadLettered counts those.
+func (w *testWriter) DeadLettered() int64 { return w.lettered.Load() }
 
 func newTestWriter(cfg testConfig, done Done) *testWriter {
 	wc := WriterConfig{Brokers: cfg.Brokers, BatchSize: cfg.BatchSize, BatchTimeout: cfg.BatchTimeout, MaxInFlightRequests: cfg.MaxInFlightRequests,
 		MissingTopicTimeout: cfg.MissingTopicTimeout, MetadataMaxAge: cfg.MetadataMaxAge,
 		RetryBackoffMin: cfg.RetryBackoffMin, RetryBackoffMax: cfg.RetryBackoffMax, Hold: cfg.Hold,
-		AutoCreateTopics: cfg.AutoCreateTopics, Observer: cfg.Observer}
+		AutoCreateTopics: cfg.AutoCreateTopics, Observer: cfg.Observer, Transaction: cfg.Transaction, Logger: cfg.Logger}
+	lettered := &atomic.Int64{}
 	if cfg.DeadLetterTopic != "" {
-		wc.DeadLetters = testLetters{topic: cfg.DeadLetterTopic}
+		wc.DeadLetters = testLetters{topic: cfg.DeadLetterTopic, lettered: lettered}
 	}
-	return &testWriter{Writer: NewWriter(wc, done), topic: cfg.Topic}
+	return &testWriter{Writer: NewWriter(wc, done), topic: cfg.Topic, lettered: lettered}
 }
 
 // Publish hands ev to the writer under token, as sink's raw envelope.
@@ -78,7 +87,10 @@ func (w *testWriter) PublishTo(ctx context.Context, topic string, ev *event, tok
 
 // testLetters dead-letters a refused record to topic, with its reason in
 // a header; a refused dead letter goes again without its value.
-type testLetters struct{ topic string }
+type testLetters struct {
+	topic    string
+	lettered *atomic.Int64
+}
 
 func (l testLetters) Letter(rec Outgoing, refusal *Error) (Outgoing, bool) {
 	if rec.Reason != "" {
@@ -89,7 +101,7 @@ func (l testLetters) Letter(rec Outgoing, refusal *Error) (Outgoing, bool) {
 		Headers: append([]Header{{Key: "reason", Value: []byte(refusal.Reason)}}, rec.Headers...)}, true
 }
 
-func (testLetters) Lettered(Outgoing, Outgoing, *Error) {}
+func (l testLetters) Lettered(Outgoing, Outgoing, *Error) { l.lettered.Add(1) }
 
 // newFakeCluster starts a fake Kafka cluster, closed when the test ends.
 func newFakeCluster(t *testing.T, opts ...kfake.Opt) *kfake.Cluster {
