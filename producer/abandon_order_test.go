@@ -17,6 +17,7 @@ import (
 // B1's fate. Close gives up: B1's events fail, B2's are acknowledged, and
 // Done must see them in the partition's order (B1's first).
 func TestAbandonReportsInOrder(t *testing.T) {
+	besideOthersWhenShort(t)
 	cluster := newFakeCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "ord"))
 	var n atomic.Int32
 	cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {

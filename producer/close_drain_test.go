@@ -15,6 +15,7 @@ import (
 // nothing any more, must stop then: Close returns soon after the
 // acknowledgement, not at the end of its context.
 func TestCloseAfterALeaderMovedDuringTheDrain(t *testing.T) {
+	besideOthersWhenShort(t)
 	cluster := newFakeCluster(t, kfake.NumBrokers(2), kfake.SeedTopics(1, "events"))
 	o := newOutcomes()
 	var ackedAt atomic.Int64

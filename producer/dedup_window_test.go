@@ -18,6 +18,7 @@ import (
 // it (out of order), the writer renews its producer id and B2 is written
 // twice.
 func TestNewBatchesBesideSecondRetry(t *testing.T) {
+	besideOthersWhenShort(t)
 	cluster := newFakeCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "win"))
 	var n atomic.Int32
 	cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {

@@ -16,6 +16,7 @@ import (
 // (found by review: acknowledged after the backlog's last event). It must
 // go once it waited as long as it would have without pipelining.
 func TestTrickleBesideBacklog(t *testing.T) {
+	besideOthersWhenShort(t)
 	cluster := newFakeCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "bulk", "trickle"))
 	slowProduce(cluster, 10*time.Millisecond)
 	var mu sync.Mutex

@@ -17,6 +17,7 @@ import (
 // still be delivered (at least once). Found by review: the refused batch
 // kept the old producer id and sequence, and was refused for ever.
 func TestRenewalRefusedForGood(t *testing.T) {
+	besideOthersWhenShort(t)
 	cluster := newFakeCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "ren"))
 	var produced, inits, refused atomic.Int32
 	withPID := func(req kmsg.Request) bool { id, ok := batchPID(req, 0); return ok && id >= 0 } // "ren" has one partition

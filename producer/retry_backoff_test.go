@@ -29,6 +29,7 @@ func (r *requestCount) Request(int, int) { r.n.Add(1) }
 // request out, woke only for its answer or a full batch, so a retry fell
 // due unseen (here until the broker let the held request go, 5 s).
 func TestRetryDueBesideSlowRequest(t *testing.T) {
+	besideOthersWhenShort(t)
 	cluster := newFakeCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "retry", "held", "trickle"))
 	refused, release := make(chan struct{}), make(chan struct{})
 	var refusals, holds atomic.Int32

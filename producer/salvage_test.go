@@ -186,6 +186,7 @@ func TestSalvageUnderLeaderMovesAndFaults(t *testing.T) {
 // make the writer ask for a second producer id). Dead letters go through
 // the dead-letter topic's own queue, under its partition's sequence.
 func TestSalvageKeepsSequences(t *testing.T) {
+	besideOthersWhenShort(t)
 	cluster := newFakeCluster(t, kfake.NumBrokers(1))
 	ids := watchProducerIDs(t, cluster)
 	ctx, w, o := smallTopicWriter(t, cluster, "dlq")
@@ -228,6 +229,7 @@ func boolInt(b bool) int {
 // transient failures until Close gives up: Close returns soon after its
 // context, and every event has one fate.
 func TestCloseDuringASalvageRetriedForEver(t *testing.T) {
+	besideOthersWhenShort(t)
 	cluster := newFakeCluster(t, kfake.NumBrokers(1))
 	if err := cluster.CreateTopic("small", 1, map[string]string{"max.message.bytes": "2000"}); err != nil {
 		t.Fatal(err)

@@ -32,6 +32,7 @@ func (o *resizeObserver) PartitionsChanged(string) { o.changed.Add(1) }
 // names its partition goes there meanwhile, and the key's events after it
 // stay.
 func TestTransactionPartitionsAddedWaitForCommit(t *testing.T) {
+	besideOthersWhenShort(t)
 	cluster := newFakeCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "grow"))
 	ctx := testContext(t, time.Minute)
 	txn, o, obs := begunTxn(ctx, t, cluster, "grow"), newOutcomes(), &resizeObserver{}
@@ -182,6 +183,7 @@ func refuseTooLarge(cluster *kfake.Cluster, topic string) *atomic.Int32 {
 // sticky partition moved on): elsewhere, it would leave its transaction,
 // and the relay would stop.
 func TestTransactionRefusedSentAgainToItsPartition(t *testing.T) {
+	besideOthersWhenShort(t)
 	t.Run("after the topic grew", func(t *testing.T) {
 		cluster := newFakeCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "grow", "dlq"))
 		refuseTooLarge(cluster, "grow")

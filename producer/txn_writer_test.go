@@ -156,6 +156,7 @@ func TestTransactionAddPartitionsRefused(t *testing.T) {
 // slow machine: held back means still waiting after 300 ms, sent at once
 // means acknowledged within 2 s, both far from 10 s.
 func TestTransactionFlush(t *testing.T) {
+	besideOthersWhenShort(t)
 	for _, transactional := range []bool{true, false} {
 		t.Run(fmt.Sprint("transactional=", transactional), func(t *testing.T) {
 			cluster := newFakeCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "flush"))
