@@ -31,17 +31,6 @@ func testContext(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-// sized is how much a property or load test does: full in the full suite
-// (make test, go test without -short), short under go test -short, which
-// runs every fault the test injects, fewer times, to stay under a minute
-// for the whole repository.
-func sized(full, short int) int {
-	if testing.Short() {
-		return short
-	}
-	return full
-}
-
 // besideOthersWhenShort lets a slow test that mostly waits out backoffs
 // and sleeps, and whose checks hold on a busy machine (order and counts,
 // or durations with seconds of slack), run beside the others under -short,
