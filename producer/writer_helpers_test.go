@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -28,6 +29,10 @@ type testConfig struct {
 	BatchTimeout, MissingTopicTimeout time.Duration
 	MetadataMaxAge                    time.Duration
 	RetryBackoffMin, RetryBackoffMax  time.Duration
+	AutoCreateTopics                  bool
+	Observer                          Observer
+	Transaction                       Transaction
+	Logger                            *slog.Logger
 	Hold                              func(context.Context)
 }
 
@@ -41,21 +46,34 @@ type event struct {
 // testWriter is the engine under one topic.
 type testWriter struct {
 	*Writer
-	topic string
+	topic    string
+	lettered *atomic.Int64 // dead letters written of refused records (testLetters.Lettered)
 }
+
+// DeadLettered returns how many refused records' dead letters were
+// written, as sink's Writer.DeadLettered counts those.
+func (w *testWriter) DeadLettered() int64 { return w.lettered.Load() }
 
 func newTestWriter(cfg testConfig, done Done) *testWriter {
 	wc := WriterConfig{Brokers: cfg.Brokers, BatchSize: cfg.BatchSize, BatchTimeout: cfg.BatchTimeout, MaxInFlightRequests: cfg.MaxInFlightRequests,
 		MissingTopicTimeout: cfg.MissingTopicTimeout, MetadataMaxAge: cfg.MetadataMaxAge,
-		RetryBackoffMin: cfg.RetryBackoffMin, RetryBackoffMax: cfg.RetryBackoffMax, Hold: cfg.Hold}
+		RetryBackoffMin: cfg.RetryBackoffMin, RetryBackoffMax: cfg.RetryBackoffMax, Hold: cfg.Hold,
+		AutoCreateTopics: cfg.AutoCreateTopics, Observer: cfg.Observer, Transaction: cfg.Transaction, Logger: cfg.Logger}
+	lettered := &atomic.Int64{}
 	if cfg.DeadLetterTopic != "" {
-		wc.DeadLetters = testLetters{topic: cfg.DeadLetterTopic}
+		wc.DeadLetters = testLetters{topic: cfg.DeadLetterTopic, lettered: lettered}
 	}
-	return &testWriter{Writer: NewWriter(wc, done), topic: cfg.Topic}
+	return &testWriter{Writer: NewWriter(wc, done), topic: cfg.Topic, lettered: lettered}
 }
 
 // Publish hands ev to the writer under token, as sink's raw envelope.
 func (w *testWriter) Publish(ctx context.Context, ev *event, token uint64) error {
+	return w.PublishTo(ctx, w.topic, ev, token)
+}
+
+// PublishTo hands ev to the writer under token, to topic instead of the
+// writer's own (as sink routes by a topic template).
+func (w *testWriter) PublishTo(ctx context.Context, topic string, ev *event, token uint64) error {
 	var key []byte
 	if ev.AggregateID != "" {
 		key = []byte(ev.AggregateID)
@@ -64,12 +82,15 @@ func (w *testWriter) Publish(ctx context.Context, ev *event, token uint64) error
 	if ev.AggregateType != "" {
 		hs = append(hs, Header{Key: "aggregate_type", Value: []byte(ev.AggregateType)})
 	}
-	return w.Produce(ctx, Outgoing{Topic: w.topic, Key: key, Value: ev.Payload, Headers: hs, Partition: ev.Partition, Token: token})
+	return w.Produce(ctx, Outgoing{Topic: topic, Key: key, Value: ev.Payload, Headers: hs, Partition: ev.Partition, Token: token})
 }
 
 // testLetters dead-letters a refused record to topic, with its reason in
 // a header; a refused dead letter goes again without its value.
-type testLetters struct{ topic string }
+type testLetters struct {
+	topic    string
+	lettered *atomic.Int64
+}
 
 func (l testLetters) Letter(rec Outgoing, refusal *Error) (Outgoing, bool) {
 	if rec.Reason != "" {
@@ -80,7 +101,7 @@ func (l testLetters) Letter(rec Outgoing, refusal *Error) (Outgoing, bool) {
 		Headers: append([]Header{{Key: "reason", Value: []byte(refusal.Reason)}}, rec.Headers...)}, true
 }
 
-func (testLetters) Lettered(Outgoing, Outgoing, *Error) {}
+func (l testLetters) Lettered(Outgoing, Outgoing, *Error) { l.lettered.Add(1) }
 
 // newFakeCluster starts a fake Kafka cluster, closed when the test ends.
 func newFakeCluster(t *testing.T, opts ...kfake.Opt) *kfake.Cluster {
@@ -138,129 +159,6 @@ func checkKeyed(ctx context.Context, t *testing.T, f *fates, w *testWriter, keys
 	return checkLog(ctx, t, cluster.ListenAddrs(), topic, partitions)
 }
 
-// fates collects what a Writer reports of each event: a test passes
-// fates.done as the Writer's Done and waits for want acknowledgements.
-type fates struct {
-	want  int
-	mu    sync.Mutex
-	acked map[uint64]int
-	order []uint64 // tokens in the order they were acknowledged
-	fail  []error
-	all   chan struct{}
-}
-
-func newFates(want int) *fates {
-	return &fates{want: want, acked: make(map[uint64]int, want), all: make(chan struct{})}
-}
-
-func (f *fates) done(token uint64, _ string, err error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err != nil {
-		f.fail = append(f.fail, err)
-		return
-	}
-	f.acked[token]++
-	f.order = append(f.order, token)
-	if len(f.acked) == f.want {
-		close(f.all)
-	}
-}
-
-// wait waits until every event was acknowledged, then closes w, and fails
-// the test if any event was acknowledged twice or reported failed.
-func (f *fates) wait(ctx context.Context, t *testing.T, w *testWriter) {
-	t.Helper()
-	select {
-	case <-f.all:
-	case <-ctx.Done():
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		t.Fatalf("%d of %d events acknowledged before the deadline; failures: %v", len(f.acked), f.want, f.fail)
-	}
-	if err := w.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for token, n := range f.acked {
-		if n != 1 {
-			t.Errorf("event %d acknowledged %d times", token, n)
-		}
-	}
-	if len(f.fail) > 0 {
-		t.Errorf("%d failures reported for retriable errors: %v", len(f.fail), f.fail[0])
-	}
-}
-
-// outcomes collects every fate a Writer reports, failures included: tests
-// where some events must fail pass outcomes.done as the Writer's Done.
-type outcomes struct {
-	mu      sync.Mutex
-	fates   map[uint64]outcome
-	order   []uint64 // tokens acknowledged (published or dead-lettered), in order
-	changed chan struct{}
-}
-
-type outcome struct {
-	reason string
-	err    error
-	times  int // fates reported for the token
-}
-
-func newOutcomes() *outcomes {
-	return &outcomes{fates: map[uint64]outcome{}, changed: make(chan struct{}, 1)}
-}
-
-func (o *outcomes) done(token uint64, reason string, err error) {
-	o.mu.Lock()
-	f := o.fates[token]
-	f.reason, f.err, f.times = reason, err, f.times+1
-	o.fates[token] = f
-	if err == nil {
-		o.order = append(o.order, token)
-	}
-	o.mu.Unlock()
-	select {
-	case o.changed <- struct{}{}:
-	default:
-	}
-}
-
-// wait waits until n tokens have a fate, failing the test at ctx's end.
-func (o *outcomes) wait(ctx context.Context, t *testing.T, n int) {
-	t.Helper()
-	for {
-		o.mu.Lock()
-		got := len(o.fates)
-		o.mu.Unlock()
-		if got >= n {
-			return
-		}
-		select {
-		case <-o.changed:
-		case <-ctx.Done():
-			o.mu.Lock()
-			var missing []uint64
-			for i := uint64(0); i < uint64(n); i++ {
-				if _, ok := o.fates[i]; !ok {
-					missing = append(missing, i)
-				}
-			}
-			o.mu.Unlock()
-			t.Fatalf("%d of %d events have a fate before the deadline; missing %v", got, n, missing)
-		}
-	}
-}
-
-// get returns token's fate.
-func (o *outcomes) get(token uint64) (outcome, bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	f, ok := o.fates[token]
-	return f, ok
-}
-
 // headerOf returns the value of the header key.
 func headerOf(hs []kafka.Header, key string) (string, bool) {
 	for _, h := range hs {
@@ -269,47 +167,6 @@ func headerOf(hs []kafka.Header, key string) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// ackedOne reports whether token was acknowledged.
-func (f *fates) ackedOne(token uint64) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.acked[token] > 0
-}
-
-// waitAcked waits until f holds n acknowledged events.
-func waitAcked(ctx context.Context, t *testing.T, f *fates, n int) {
-	t.Helper()
-	for {
-		f.mu.Lock()
-		got := len(f.acked)
-		f.mu.Unlock()
-		if got >= n {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%d of %d events acknowledged", got, n)
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-}
-
-// checkAckOrder checks that each key's events were acknowledged in the
-// order they were published (token i belongs to key i%keys).
-func checkAckOrder(t *testing.T, f *fates, keys int) {
-	t.Helper()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	last := map[uint64]uint64{}
-	for _, tok := range f.order {
-		k := tok % uint64(keys)
-		if prev, ok := last[k]; ok && tok < prev {
-			t.Errorf("key k%d: event %d acknowledged after event %d", k, tok, prev)
-		}
-		last[k] = tok
-	}
 }
 
 // checkLog reads every partition of topic and checks that each key's

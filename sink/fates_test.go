@@ -140,10 +140,3 @@ func headerOf(hs []kafka.Header, key string) (string, bool) {
 	}
 	return "", false
 }
-
-// ackedOne reports whether token was acknowledged.
-func (f *fates) ackedOne(token uint64) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.acked[token] > 0
-}

@@ -2,15 +2,11 @@ package sink
 
 import (
 	"context"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/segmentio/kafka-go"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // balancer places a key as the writer does (murmur2, as the Java client).
@@ -33,17 +29,6 @@ func testContext(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-// sized is how much a property or load test does: full in the full suite
-// (make test, go test without -short), short under go test -short, which
-// runs every fault the test injects, fewer times, to stay under a minute
-// for the whole repository.
-func sized(full, short int) int {
-	if testing.Short() {
-		return short
-	}
-	return full
 }
 
 // besideOthersWhenShort lets a slow test that mostly waits out backoffs
@@ -92,97 +77,27 @@ func smallTopicWriter(t *testing.T, cluster *kfake.Cluster, dlq string) (context
 	return testContext(t, 30*time.Second), w, o
 }
 
-// keyedWriter starts a writer to topic for the tests of per-key order under
-// faults (publishKeyed, then checkKeyed): batches flushed every 2 ms, fates
-// collected for events; cfg adds BatchSize and MetadataMaxAge. Its context
-// ends after a minute at the most.
-func keyedWriter(t *testing.T, cluster *kfake.Cluster, topic string, events int, cfg Config) (context.Context, *Writer, *fates) {
+// readPartition reads every record of one partition.
+func readPartition(ctx context.Context, t *testing.T, brokers []string, topic string, p int) []kafka.Message {
 	t.Helper()
-	cfg.Brokers, cfg.BatchTimeout, cfg.MissingTopicTimeout = cluster.ListenAddrs(), 2*time.Millisecond, 10*time.Second
-	cfg.Topic, _ = ParseTopic(topic)
-	f := newFates(events)
-	return testContext(t, time.Minute), NewWriter(cfg, f.done), f
-}
-
-// checkKeyed waits until every event is acknowledged and closes w
-// (fates.wait), then checks each key's order in the acknowledgements
-// (checkAckOrder) and in topic's partitions (checkLog, whose counts it
-// returns).
-func checkKeyed(ctx context.Context, t *testing.T, f *fates, w *Writer, keys int, cluster *kfake.Cluster, topic string, partitions int) (total, distinct, moved int) {
-	t.Helper()
-	f.wait(ctx, t, w)
-	checkAckOrder(t, f, keys)
-	return checkLog(ctx, t, cluster.ListenAddrs(), topic, partitions)
-}
-
-// randomFault fails a partition of a produce request with err, at odds p.
-type randomFault struct {
-	err *kerr.Error
-	p   float64
-}
-
-// injectRandomFaults fails produce requests to topic with faults, each at
-// its odds. When is asked per partition: each partition of a request fails
-// alone.
-func injectRandomFaults(cluster *kfake.Cluster, coin *chance, topic string, faults ...randomFault) *kfake.FaultHandle {
-	fs := make([]kfake.Fault, len(faults))
-	for i, f := range faults {
-		fs[i] = kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Err: f.err, Count: -1,
-			When: func(kmsg.Request) bool { return coin.below(f.p) }}
+	conn, err := kafka.DialLeader(ctx, "tcp", brokers[0], topic, p)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return cluster.Fault(fs...)
-}
-
-// moveLeaders moves a random partition of topic to a random one of brokers
-// every interval, so that requests meet leaders that moved, until stop is
-// called; stop waits for the mover and returns the moves it made.
-func moveLeaders(cluster *kfake.Cluster, coin *chance, topic string, brokers int, every time.Duration) (stop func() int64) {
-	done := make(chan struct{})
-	var moving sync.WaitGroup
-	var moves atomic.Int64
-	moving.Go(func() {
-		for {
-			select {
-			case <-done:
-				return
-			case <-time.After(every):
-			}
-			n := len(cluster.PartitionInfos(topic))
-			if cluster.MoveTopicPartition(topic, int32(coin.intN(n)), int32(coin.intN(brokers))) == nil {
-				moves.Add(1)
-			}
+	end, err := conn.ReadLastOffset()
+	conn.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: topic, Partition: p, MaxWait: 50 * time.Millisecond})
+	defer r.Close()
+	var out []kafka.Message
+	for off := int64(0); off < end; off++ {
+		m, err := r.ReadMessage(ctx)
+		if err != nil {
+			t.Fatalf("read partition %d: %v", p, err)
 		}
-	})
-	return func() int64 {
-		close(done)
-		moving.Wait()
-		return moves.Load()
+		out = append(out, m)
 	}
-}
-
-// slowProduce makes the cluster take d over each produce request.
-func slowProduce(cluster *kfake.Cluster, d time.Duration) {
-	cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		cluster.KeepControl()
-		cluster.SleepControl(func() { time.Sleep(d) })
-		return nil, nil, false
-	})
-}
-
-// batchPID returns the producer id of partition part's batch in a produce
-// request, and whether the request carries one for it.
-func batchPID(req kmsg.Request, part int32) (int64, bool) {
-	for _, rt := range req.(*kmsg.ProduceRequest).Topics {
-		for _, rp := range rt.Partitions {
-			if rp.Partition != part {
-				continue
-			}
-			var b kmsg.RecordBatch
-			if err := b.ReadFrom(rp.Records); err != nil {
-				return 0, false
-			}
-			return b.ProducerID, true
-		}
-	}
-	return 0, false
+	return out
 }

@@ -1,4 +1,4 @@
-package sink
+package producer
 
 import (
 	"sync/atomic"
@@ -17,7 +17,8 @@ import (
 // still be delivered (at least once). Found by review: the refused batch
 // kept the old producer id and sequence, and was refused for ever.
 func TestRenewalRefusedForGood(t *testing.T) {
-	cluster := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "ren"))
+	besideOthersWhenShort(t)
+	cluster := newFakeCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "ren"))
 	var produced, inits, refused atomic.Int32
 	withPID := func(req kmsg.Request) bool { id, ok := batchPID(req, 0); return ok && id >= 0 } // "ren" has one partition
 	cluster.Fault(
@@ -33,7 +34,7 @@ func TestRenewalRefusedForGood(t *testing.T) {
 			When: func(kmsg.Request) bool { return inits.Add(1) > 1 }},
 	)
 	const events = 60
-	_, w, f := keyedWriter(t, cluster, "ren", events, Config{BatchSize: 10})
+	_, w, f := keyedWriter(t, cluster, "ren", events, testConfig{BatchSize: 10})
 	ctx := testContext(t, 20*time.Second)
 	for i := range events {
 		if err := w.Publish(ctx, keyedEvent(i, 1), uint64(i)); err != nil {

@@ -1,176 +1,25 @@
-package sink
+package producer
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/outbox-cdc/outbox-cdc/decode"
-	"github.com/outbox-cdc/outbox-cdc/producer"
 )
-
-// begunTxn returns a producer.Txn for id, initialised (fencing any earlier
-// holder of id) and with a transaction begun, as the relay hands it to its
-// writer.
-func begunTxn(ctx context.Context, t *testing.T, cluster *kfake.Cluster, id string) *producer.Txn {
-	t.Helper()
-	tr := &kafka.Transport{}
-	t.Cleanup(tr.CloseIdleConnections)
-	txn, err := producer.NewTxn(producer.TxnConfig{Addr: kafka.TCP(cluster.ListenAddrs()...), Transport: tr, TransactionalID: id,
-		Timeout: 30 * time.Second, RetryBackoff: 5 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := txn.Init(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := txn.Begin(); err != nil {
-		t.Fatal(err)
-	}
-	return txn
-}
-
-// txnWriter starts a writer to topic whose fates go to o; cfg adds the
-// Transaction, BatchTimeout and the rest.
-func txnWriter(cluster *kfake.Cluster, topic string, cfg Config, o *outcomes) *Writer {
-	cfg.Brokers, cfg.MissingTopicTimeout = cluster.ListenAddrs(), 10*time.Second
-	cfg.Topic, _ = ParseTopic(topic)
-	return NewWriter(cfg, o.done)
-}
-
-// publishTo publishes one event to partition per value (the row's
-// partition column), with tokens from *token on, and waits until every
-// fate asked for so far is in.
-func publishTo(ctx context.Context, t *testing.T, w *Writer, o *outcomes, token *uint64, partition int, values ...string) []uint64 {
-	t.Helper()
-	var tokens []uint64
-	for _, v := range values {
-		ev := &decode.Event{ID: fmt.Sprint(*token), AggregateType: "t", AggregateID: "k", EventType: "e",
-			Partition: fmt.Sprint(partition), Payload: []byte(v)}
-		if err := w.Publish(ctx, ev, *token); err != nil {
-			t.Fatalf("publish %d: %v", *token, err)
-		}
-		tokens = append(tokens, *token)
-		*token++
-	}
-	o.wait(ctx, t, int(*token))
-	return tokens
-}
-
-// checkFates checks that each of tokens has one fate: acknowledged when
-// want is nil, else failed with an error wrapping want and the transaction
-// error type (failed as it is: neither retried nor salvaged).
-func checkFates(t *testing.T, o *outcomes, want error, tokens ...uint64) {
-	t.Helper()
-	for _, tok := range tokens {
-		f, _ := o.get(tok)
-		switch {
-		case f.times != 1:
-			t.Errorf("event %d: %d fates reported, want 1", tok, f.times)
-		case want == nil && f.err != nil:
-			t.Errorf("event %d failed: %v", tok, f.err)
-		case want != nil && (!errors.Is(f.err, want) || !errors.As(f.err, new(*producer.TransactionError))):
-			t.Errorf("event %d: fate %v, want a transaction error wrapping %q", tok, f.err, want)
-		case f.reason != "":
-			t.Errorf("event %d dead-lettered (%s)", tok, f.reason)
-		}
-	}
-}
-
-// partitionKey is a topic's partition, as the fake cluster sees it.
-type partitionKey struct {
-	topic string
-	id    int
-}
-
-// txnTraffic counts what a fake cluster receives: produce batches by
-// producer epoch and partition, and AddPartitionsToTxn requests by epoch.
-type txnTraffic struct {
-	mu      sync.Mutex
-	batches map[int16]map[partitionKey]int
-	adds    map[int16]int
-}
-
-func watchTxnTraffic(cluster *kfake.Cluster) *txnTraffic {
-	tt := &txnTraffic{batches: map[int16]map[partitionKey]int{}, adds: map[int16]int{}}
-	cluster.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		cluster.KeepControl()
-		tt.mu.Lock()
-		defer tt.mu.Unlock()
-		for _, rt := range req.(*kmsg.ProduceRequest).Topics {
-			for _, rp := range rt.Partitions {
-				var b kmsg.RecordBatch
-				if b.ReadFrom(rp.Records) != nil {
-					continue
-				}
-				if tt.batches[b.ProducerEpoch] == nil {
-					tt.batches[b.ProducerEpoch] = map[partitionKey]int{}
-				}
-				tt.batches[b.ProducerEpoch][partitionKey{rt.Topic, int(rp.Partition)}]++
-			}
-		}
-		return nil, nil, false
-	})
-	cluster.ControlKey(int16(kmsg.AddPartitionsToTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		cluster.KeepControl()
-		r := req.(*kmsg.AddPartitionsToTxnRequest)
-		tt.mu.Lock()
-		defer tt.mu.Unlock()
-		tt.adds[r.ProducerEpoch]++
-		for _, x := range r.Transactions { // v4+
-			tt.adds[x.ProducerEpoch]++
-		}
-		return nil, nil, false
-	})
-	return tt
-}
-
-// of returns the produce batches of epoch by partition, and its
-// AddPartitionsToTxn requests.
-func (tt *txnTraffic) of(epoch int16) (map[partitionKey]int, int) {
-	tt.mu.Lock()
-	defer tt.mu.Unlock()
-	b := map[partitionKey]int{}
-	for tp, n := range tt.batches[epoch] {
-		b[tp] = n
-	}
-	return b, tt.adds[epoch]
-}
-
-// topic returns the produce batches to topic, of every producer.
-func (tt *txnTraffic) topic(name string) int {
-	tt.mu.Lock()
-	defer tt.mu.Unlock()
-	n := 0
-	for _, ps := range tt.batches {
-		for tp, c := range ps {
-			if tp.topic == name {
-				n += c
-			}
-		}
-	}
-	return n
-}
 
 // TestTransactionFenced: a second Txn with the writer's transactional id
 // takes it mid-transaction (its Init aborts the writer's open transaction)
 // and writes to partitions 0 and 1. The writer's next batch is refused,
 // for its epoch by the partition leader or by the coordinator when the
 // partition must first join the transaction; its events fail with an
-// error wrapping producer.ErrFenced, without a retry, a salvage or a dead
+// error wrapping ErrFenced, without a retry, a salvage or a dead
 // letter, and so do the partition's later events, which are not even
 // sent. A read_committed consumer reads the writer's committed
 // transaction and the new holder's, none of the fenced one.
@@ -185,11 +34,11 @@ func TestTransactionFenced(t *testing.T) {
 		{"partition refused by the coordinator", 2, 0, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cluster := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(3, "fence", "dlq"))
+			cluster := newFakeCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(3, "fence", "dlq"))
 			traffic := watchTxnTraffic(cluster)
 			ctx := testContext(t, 45*time.Second)
 			txn, o, token := begunTxn(ctx, t, cluster, "fence"), newOutcomes(), uint64(0)
-			w := txnWriter(cluster, "fence", Config{Transaction: txn, BatchTimeout: time.Millisecond, DeadLetterTopic: "dlq"}, o)
+			w := writerInTxn(cluster, "fence", testConfig{Transaction: txn, BatchTimeout: time.Millisecond, DeadLetterTopic: "dlq"}, o)
 			for p := range 2 {
 				checkFates(t, o, nil, publishTo(ctx, t, w, o, &token, p, "committed", "committed")...)
 			}
@@ -204,15 +53,15 @@ func TestTransactionFenced(t *testing.T) {
 			before, addsBefore := traffic.of(epoch)
 
 			next, bo, btoken := begunTxn(ctx, t, cluster, "fence"), newOutcomes(), uint64(0)
-			bw := txnWriter(cluster, "fence", Config{Transaction: next, BatchTimeout: time.Millisecond}, bo)
+			bw := writerInTxn(cluster, "fence", testConfig{Transaction: next, BatchTimeout: time.Millisecond}, bo)
 			for p := range 2 {
 				checkFates(t, bo, nil, publishTo(ctx, t, bw, bo, &btoken, p, "new holder")...)
 			}
 
-			checkFates(t, o, producer.ErrFenced, publishTo(ctx, t, w, o, &token, tc.partition, "fenced 1", "fenced 2", "fenced 3")...)
+			checkFates(t, o, ErrFenced, publishTo(ctx, t, w, o, &token, tc.partition, "fenced 1", "fenced 2", "fenced 3")...)
 			after, addsAfter := traffic.of(epoch)
-			checkFates(t, o, producer.ErrFenced, publishTo(ctx, t, w, o, &token, tc.partition, "later", "later")...)
-			checkFates(t, o, producer.ErrFenced, publishTo(ctx, t, w, o, &token, 1-tc.partition/2, "elsewhere")...)
+			checkFates(t, o, ErrFenced, publishTo(ctx, t, w, o, &token, tc.partition, "later", "later")...)
+			checkFates(t, o, ErrFenced, publishTo(ctx, t, w, o, &token, 1-tc.partition/2, "elsewhere")...)
 			later, addsLater := traffic.of(epoch)
 			tp := partitionKey{"fence", tc.partition}
 			if sent := after[tp] - before[tp]; sent != tc.batches || addsAfter-addsBefore != tc.adds {
@@ -228,7 +77,7 @@ func TestTransactionFenced(t *testing.T) {
 			if err := w.Close(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if err := txn.Commit(ctx); !errors.Is(err, producer.ErrFenced) {
+			if err := txn.Commit(ctx); !errors.Is(err, ErrFenced) {
 				t.Errorf("the fenced transaction's commit: %v, want ErrFenced", err)
 			}
 			if err := bw.Close(ctx); err != nil {
@@ -260,18 +109,18 @@ func TestTransactionAddPartitionsRefused(t *testing.T) {
 		count int   // AddPartitionsToTxn answers refused
 		want  error // nil: the events are published and committed
 	}{
-		{kerr.TransactionalIDAuthorizationFailed, 1, producer.ErrTxnUnauthorized},
-		{kerr.TopicAuthorizationFailed, 1, producer.ErrTxnAbortable},
+		{kerr.TransactionalIDAuthorizationFailed, 1, ErrTxnUnauthorized},
+		{kerr.TopicAuthorizationFailed, 1, ErrTxnAbortable},
 		{kerr.ConcurrentTransactions, 3, nil},
 	} {
 		t.Run(tc.err.Message, func(t *testing.T) {
-			cluster := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "add"))
+			cluster := newFakeCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "add"))
 			traffic := watchTxnTraffic(cluster)
 			ctx := testContext(t, 30*time.Second)
 			txn, o, token := begunTxn(ctx, t, cluster, "add"), newOutcomes(), uint64(0)
 			_, epoch := txn.Producer()
 			refusals := cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.AddPartitionsToTxn}, Err: tc.err, Count: tc.count})
-			w := txnWriter(cluster, "add", Config{Transaction: txn, BatchTimeout: time.Millisecond}, o)
+			w := writerInTxn(cluster, "add", testConfig{Transaction: txn, BatchTimeout: time.Millisecond}, o)
 			checkFates(t, o, tc.want, publishTo(ctx, t, w, o, &token, 0, "a", "b", "c")...)
 			checkFates(t, o, tc.want, publishTo(ctx, t, w, o, &token, 1, "d")...)
 			checkFates(t, o, tc.want, publishTo(ctx, t, w, o, &token, 0, "e")...)
@@ -300,26 +149,6 @@ func TestTransactionAddPartitionsRefused(t *testing.T) {
 	}
 }
 
-// fateWithin waits up to d for token's fate; false when d passed first.
-func fateWithin(t *testing.T, o *outcomes, token uint64, d time.Duration) bool {
-	t.Helper()
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	for {
-		if f, ok := o.get(token); ok {
-			if f.err != nil {
-				t.Fatalf("event %d failed: %v", token, f.err)
-			}
-			return true
-		}
-		select {
-		case <-o.changed:
-		case <-timer.C:
-			return false
-		}
-	}
-}
-
 // TestTransactionFlush: requests are paced BatchTimeout (10 s) apart while
 // events keep coming, and Flush(true) sends what waits at once, and what
 // comes while it is on; Flush(false) paces again, and Close sends the
@@ -327,21 +156,22 @@ func fateWithin(t *testing.T, o *outcomes, token uint64, d time.Duration) bool {
 // slow machine: held back means still waiting after 300 ms, sent at once
 // means acknowledged within 2 s, both far from 10 s.
 func TestTransactionFlush(t *testing.T) {
+	besideOthersWhenShort(t)
 	for _, transactional := range []bool{true, false} {
 		t.Run(fmt.Sprint("transactional=", transactional), func(t *testing.T) {
-			cluster := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "flush"))
+			cluster := newFakeCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "flush"))
 			ctx := testContext(t, 30*time.Second)
-			cfg := Config{BatchTimeout: 10 * time.Second}
-			var txn *producer.Txn
+			cfg := testConfig{BatchTimeout: 10 * time.Second}
+			var txn *Txn
 			if transactional {
 				txn = begunTxn(ctx, t, cluster, "flush")
 				cfg.Transaction = txn
 			}
 			o, token := newOutcomes(), uint64(0)
-			w := txnWriter(cluster, "flush", cfg, o)
+			w := writerInTxn(cluster, "flush", cfg, o)
 			publishTo(ctx, t, w, o, &token, 0, "first") // after a quiet spell: at once
 			publish := func(v string) uint64 {
-				ev := &decode.Event{ID: fmt.Sprint(token), AggregateID: "k", Payload: []byte(v)}
+				ev := &event{ID: fmt.Sprint(token), AggregateID: "k", Payload: []byte(v)}
 				if err := w.Publish(ctx, ev, token); err != nil {
 					t.Fatal(err)
 				}

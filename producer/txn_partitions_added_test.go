@@ -1,4 +1,4 @@
-package sink
+package producer
 
 import (
 	"bytes"
@@ -13,8 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/outbox-cdc/outbox-cdc/decode"
 )
 
 // resizeObserver counts the partition count changes a writer saw.
@@ -34,15 +32,16 @@ func (o *resizeObserver) PartitionsChanged(string) { o.changed.Add(1) }
 // names its partition goes there meanwhile, and the key's events after it
 // stay.
 func TestTransactionPartitionsAddedWaitForCommit(t *testing.T) {
-	cluster := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "grow"))
+	besideOthersWhenShort(t)
+	cluster := newFakeCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "grow"))
 	ctx := testContext(t, time.Minute)
 	txn, o, obs := begunTxn(ctx, t, cluster, "grow"), newOutcomes(), &resizeObserver{}
-	w := txnWriter(cluster, "grow", Config{Transaction: txn, BatchTimeout: time.Millisecond, MetadataMaxAge: 50 * time.Millisecond, Observer: obs}, o)
+	w := writerInTxn(cluster, "grow", testConfig{Transaction: txn, BatchTimeout: time.Millisecond, MetadataMaxAge: 50 * time.Millisecond, Observer: obs}, o)
 	key := movingKey(t)
 	token := uint64(0)
 	publish := func() {
 		t.Helper()
-		ev := &decode.Event{ID: fmt.Sprint(token), AggregateID: key, Payload: []byte(fmt.Sprint(token))}
+		ev := &event{ID: fmt.Sprint(token), AggregateID: key, Payload: []byte(fmt.Sprint(token))}
 		if err := w.Publish(ctx, ev, token); err != nil {
 			t.Fatalf("publish %d: %v", token, err)
 		}
@@ -184,17 +183,18 @@ func refuseTooLarge(cluster *kfake.Cluster, topic string) *atomic.Int32 {
 // sticky partition moved on): elsewhere, it would leave its transaction,
 // and the relay would stop.
 func TestTransactionRefusedSentAgainToItsPartition(t *testing.T) {
+	besideOthersWhenShort(t)
 	t.Run("after the topic grew", func(t *testing.T) {
-		cluster := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "grow", "dlq"))
+		cluster := newFakeCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "grow", "dlq"))
 		refuseTooLarge(cluster, "grow")
 		ctx := testContext(t, time.Minute)
 		txn, o, obs := begunTxn(ctx, t, cluster, "grow"), newOutcomes(), &resizeObserver{}
-		w := txnWriter(cluster, "grow", Config{Transaction: txn, BatchTimeout: time.Millisecond, MetadataMaxAge: 50 * time.Millisecond,
+		w := writerInTxn(cluster, "grow", testConfig{Transaction: txn, BatchTimeout: time.Millisecond, MetadataMaxAge: 50 * time.Millisecond,
 			Observer: obs, DeadLetterTopic: "dlq"}, o)
 		key, token := movingKey(t), uint64(0)
 		publish := func(v string) {
 			t.Helper()
-			ev := &decode.Event{ID: fmt.Sprint(token), AggregateID: key, Payload: []byte(v)}
+			ev := &event{ID: fmt.Sprint(token), AggregateID: key, Payload: []byte(v)}
 			if err := w.Publish(ctx, ev, token); err != nil {
 				t.Fatalf("publish %d: %v", token, err)
 			}
@@ -219,17 +219,17 @@ func TestTransactionRefusedSentAgainToItsPartition(t *testing.T) {
 		}
 	})
 	t.Run("a dead letter after the dead-letter topic grew", func(t *testing.T) {
-		cluster := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "ev", "dlq"))
+		cluster := newFakeCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "ev", "dlq"))
 		refuseTooLarge(cluster, "dlq")
 		ctx := testContext(t, time.Minute)
 		txn, o, obs := begunTxn(ctx, t, cluster, "dl"), newOutcomes(), &resizeObserver{}
-		w := txnWriter(cluster, "ev", Config{Transaction: txn, BatchTimeout: time.Millisecond, MetadataMaxAge: 50 * time.Millisecond,
+		w := writerInTxn(cluster, "ev", testConfig{Transaction: txn, BatchTimeout: time.Millisecond, MetadataMaxAge: 50 * time.Millisecond,
 			Observer: obs, DeadLetterTopic: "dlq"}, o)
 		key, token := movingKey(t), uint64(0)
-		deadLetter := func(v string) { // a partition column that is no number: dead-lettered before it is sent
+		deadLetter := func(v string) { // as sink hands over the dead letter of a row whose partition column is no number
 			t.Helper()
-			ev := &decode.Event{ID: fmt.Sprint(token), AggregateID: key, Partition: "x", Payload: []byte(v)}
-			if err := w.Publish(ctx, ev, token); err != nil {
+			dl := Outgoing{Topic: "dlq", Key: []byte(key), Value: []byte(v), Reason: ReasonInvalidPartition, Token: token}
+			if err := w.Produce(ctx, dl); err != nil {
 				t.Fatalf("publish %d: %v", token, err)
 			}
 			token++
@@ -253,13 +253,13 @@ func TestTransactionRefusedSentAgainToItsPartition(t *testing.T) {
 		}
 	})
 	t.Run("a null key", func(t *testing.T) {
-		cluster := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(4, "nk"), kfake.SeedTopics(1, "dlq"))
+		cluster := newFakeCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(4, "nk"), kfake.SeedTopics(1, "dlq"))
 		refuseTooLarge(cluster, "nk")
 		ctx := testContext(t, time.Minute)
 		txn, o := begunTxn(ctx, t, cluster, "nk"), newOutcomes()
-		w := txnWriter(cluster, "nk", Config{Transaction: txn, BatchTimeout: time.Millisecond, BatchSize: 1, DeadLetterTopic: "dlq"}, o)
+		w := writerInTxn(cluster, "nk", testConfig{Transaction: txn, BatchTimeout: time.Millisecond, BatchSize: 1, DeadLetterTopic: "dlq"}, o)
 		for token := range uint64(8) {
-			if err := w.Publish(ctx, &decode.Event{ID: fmt.Sprint(token), Payload: []byte("too large")}, token); err != nil {
+			if err := w.Publish(ctx, &event{ID: fmt.Sprint(token), Payload: []byte("too large")}, token); err != nil {
 				t.Fatal(err)
 			}
 			o.wait(ctx, t, int(token+1))

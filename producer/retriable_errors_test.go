@@ -1,4 +1,4 @@
-package sink
+package producer
 
 import (
 	"context"
@@ -10,8 +10,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/outbox-cdc/outbox-cdc/decode"
 )
 
 // TestRetriableProduceErrorsKeepOrder runs the writer against franz-go's
@@ -54,18 +52,14 @@ func TestRetriableProduceErrorsKeepOrder(t *testing.T) {
 		return resp, nil, true
 	})
 
-	topic, err := ParseTopic("events")
-	if err != nil {
-		t.Fatal(err)
-	}
 	events, keys := sized(3000, 600), 30
 	f := newFates(events)
-	w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 20, BatchTimeout: 2 * time.Millisecond,
+	w := newTestWriter(testConfig{Brokers: cluster.ListenAddrs(), Topic: "events", BatchSize: 20, BatchTimeout: 2 * time.Millisecond,
 		RetryBackoffMin: time.Millisecond, RetryBackoffMax: 20 * time.Millisecond, AutoCreateTopics: true, MissingTopicTimeout: 10 * time.Second}, f.done)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for i := range events {
-		ev := &decode.Event{ID: fmt.Sprint(i), AggregateType: "t", AggregateID: fmt.Sprintf("k%d", i%keys), EventType: "e",
+		ev := &event{ID: fmt.Sprint(i), AggregateType: "t", AggregateID: fmt.Sprintf("k%d", i%keys), EventType: "e",
 			Payload: binary.BigEndian.AppendUint32(nil, uint32(i/keys))}
 		if err := w.Publish(ctx, ev, uint64(i)); err != nil {
 			t.Fatalf("publish %d: %v", i, err)

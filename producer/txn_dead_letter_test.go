@@ -1,4 +1,4 @@
-package sink
+package producer
 
 import (
 	"testing"
@@ -17,11 +17,11 @@ import (
 // settles the event, dead-lettered. The other events are published; after
 // the commit a read_committed consumer reads the dead letter once.
 func TestTransactionDeadLetterOfARefusal(t *testing.T) {
-	cluster := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "big", "dlq"))
+	cluster := newFakeCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "big", "dlq"))
 	refused := refuseTooLarge(cluster, "big")
 	ctx := testContext(t, 45*time.Second)
 	txn, o, token := begunTxn(ctx, t, cluster, "dl"), newOutcomes(), uint64(0)
-	w := txnWriter(cluster, "big", Config{Transaction: txn, BatchTimeout: time.Millisecond, DeadLetterTopic: "dlq"}, o)
+	w := writerInTxn(cluster, "big", testConfig{Transaction: txn, BatchTimeout: time.Millisecond, DeadLetterTopic: "dlq"}, o)
 	tokens := publishTo(ctx, t, w, o, &token, 0, "before", "too large", "after")
 	for i, tok := range tokens {
 		f, _ := o.get(tok)

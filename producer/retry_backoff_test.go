@@ -1,4 +1,4 @@
-package sink
+package producer
 
 import (
 	"fmt"
@@ -9,8 +9,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/outbox-cdc/outbox-cdc/decode"
 )
 
 // requestCount counts the produce requests a writer sent.
@@ -31,7 +29,8 @@ func (r *requestCount) Request(int, int) { r.n.Add(1) }
 // request out, woke only for its answer or a full batch, so a retry fell
 // due unseen (here until the broker let the held request go, 5 s).
 func TestRetryDueBesideSlowRequest(t *testing.T) {
-	cluster := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "retry", "held", "trickle"))
+	besideOthersWhenShort(t)
+	cluster := newFakeCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "retry", "held", "trickle"))
 	refused, release := make(chan struct{}), make(chan struct{})
 	var refusals, holds atomic.Int32
 	cluster.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
@@ -67,16 +66,15 @@ func TestRetryDueBesideSlowRequest(t *testing.T) {
 		}
 	}()
 	requests := &requestCount{}
-	topic, _ := ParseTopic("{aggregate_type}")
 	const events = 3 + 2 + 2 + 1
 	f := newFates(events)
-	w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 2, BatchTimeout: 10 * time.Second,
+	w := newTestWriter(testConfig{Brokers: cluster.ListenAddrs(), BatchSize: 2, BatchTimeout: 10 * time.Second,
 		MissingTopicTimeout: 10 * time.Second, Observer: requests}, f.done)
 	ctx := testContext(t, 30*time.Second)
 	token := uint64(0)
 	publish := func(topic string) {
-		ev := &decode.Event{ID: fmt.Sprint(token), AggregateType: topic, AggregateID: "k", EventType: "e", Payload: []byte("x")}
-		if err := w.Publish(ctx, ev, token); err != nil {
+		ev := &event{ID: fmt.Sprint(token), AggregateType: topic, AggregateID: "k", EventType: "e", Payload: []byte("x")}
+		if err := w.PublishTo(ctx, topic, ev, token); err != nil {
 			t.Fatal(err)
 		}
 		token++

@@ -1,4 +1,4 @@
-package sink
+package producer
 
 import (
 	"context"
@@ -18,7 +18,8 @@ import (
 // it (out of order), the writer renews its producer id and B2 is written
 // twice.
 func TestNewBatchesBesideSecondRetry(t *testing.T) {
-	cluster := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "win"))
+	besideOthersWhenShort(t)
+	cluster := newFakeCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "win"))
 	var n atomic.Int32
 	cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
 		cluster.KeepControl()
@@ -34,12 +35,12 @@ func TestNewBatchesBesideSecondRetry(t *testing.T) {
 	const events = 91
 	gate := make(chan struct{})
 	var holds atomic.Int32
-	ctx, w, f := keyedWriter(t, cluster, "win", events, Config{BatchSize: 10, MaxInFlightRequests: 5})
-	w.cfg.Hold = func(context.Context) {
+	hold := func(context.Context) { // the first request waits, so that B1..B5 go out at once
 		if holds.Add(1) == 1 {
 			<-gate
 		}
 	}
+	ctx, w, f := keyedWriter(t, cluster, "win", events, testConfig{BatchSize: 10, MaxInFlightRequests: 5, Hold: hold})
 	publishKeyed(ctx, t, w, 1, 1)
 	for i := 1; i < events; i++ {
 		if err := w.Publish(ctx, keyedEvent(i, 1), uint64(i)); err != nil {

@@ -1,4 +1,4 @@
-package sink
+package producer
 
 import (
 	"context"
@@ -11,8 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/outbox-cdc/outbox-cdc/decode"
 )
 
 // TestSalvageUnderRandomFaults: a salvage under random transient faults,
@@ -29,9 +27,8 @@ func TestSalvageUnderRandomFaults(t *testing.T) {
 	injectRandomFaults(cluster, coin, "dlq",
 		randomFault{kerr.RequestTimedOut, 0.08},
 		randomFault{kerr.NotEnoughReplicas, 0.05})
-	topic, _ := ParseTopic("small")
 	o := newOutcomes()
-	w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 4, BatchTimeout: time.Millisecond,
+	w := newTestWriter(testConfig{Brokers: cluster.ListenAddrs(), Topic: "small", BatchSize: 4, BatchTimeout: time.Millisecond,
 		MissingTopicTimeout: 10 * time.Second, DeadLetterTopic: "dlq",
 		RetryBackoffMin: 2 * time.Millisecond, RetryBackoffMax: 20 * time.Millisecond}, o.done)
 	ctx := testContext(t, 60*time.Second)
@@ -43,7 +40,7 @@ func TestSalvageUnderRandomFaults(t *testing.T) {
 			payload = make([]byte, 3000)
 			large++
 		}
-		ev := &decode.Event{ID: fmt.Sprint(i), AggregateType: "t", AggregateID: "k", EventType: "e", Payload: payload}
+		ev := &event{ID: fmt.Sprint(i), AggregateType: "t", AggregateID: "k", EventType: "e", Payload: payload}
 		if err := w.Publish(ctx, ev, uint64(i)); err != nil {
 			t.Fatalf("publish %d: %v", i, err)
 		}
@@ -104,9 +101,8 @@ func TestSalvageUnderLeaderMovesAndFaults(t *testing.T) {
 	injectRandomFaults(cluster, coin, "dlq",
 		randomFault{kerr.RequestTimedOut, 0.08},
 		randomFault{kerr.NotLeaderForPartition, 0.04})
-	topic, _ := ParseTopic("small")
 	o := newOutcomes()
-	w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 4, BatchTimeout: time.Millisecond,
+	w := newTestWriter(testConfig{Brokers: cluster.ListenAddrs(), Topic: "small", BatchSize: 4, BatchTimeout: time.Millisecond,
 		MissingTopicTimeout: 10 * time.Second, DeadLetterTopic: "dlq", MetadataMaxAge: 100 * time.Millisecond,
 		RetryBackoffMin: 2 * time.Millisecond, RetryBackoffMax: 20 * time.Millisecond}, o.done)
 	ctx := testContext(t, 90*time.Second)
@@ -121,7 +117,7 @@ func TestSalvageUnderLeaderMovesAndFaults(t *testing.T) {
 			payload = make([]byte, 3000)
 			large++
 		}
-		ev := &decode.Event{ID: fmt.Sprint(i), AggregateType: "t", AggregateID: fmt.Sprint("k", i%keys), EventType: "e", Payload: payload}
+		ev := &event{ID: fmt.Sprint(i), AggregateType: "t", AggregateID: fmt.Sprint("k", i%keys), EventType: "e", Payload: payload}
 		if err := w.Publish(ctx, ev, uint64(i)); err != nil {
 			t.Fatalf("publish %d: %v", i, err)
 		}
@@ -183,11 +179,58 @@ func TestSalvageUnderLeaderMovesAndFaults(t *testing.T) {
 	t.Logf("%d faults, %d InitProducerID", faults.Hits(), ids.inits.Load())
 }
 
+// TestSalvageKeepsSequences: a batch refused for one too large event is
+// sent message by message, and the refused one dead-lettered. The
+// messages sent alone carry the partition's sequence and a refused one
+// does not advance it: the broker never refuses a sequence (which would
+// make the writer ask for a second producer id). Dead letters go through
+// the dead-letter topic's own queue, under its partition's sequence.
+func TestSalvageKeepsSequences(t *testing.T) {
+	besideOthersWhenShort(t)
+	cluster := newFakeCluster(t, kfake.NumBrokers(1))
+	ids := watchProducerIDs(t, cluster)
+	ctx, w, o := smallTopicWriter(t, cluster, "dlq")
+	const events = 30
+	for i := range events {
+		payload := fmt.Appendf(nil, `{"n": %d}`, i)
+		if i%10 == 5 {
+			payload = make([]byte, 3000)
+		}
+		ev := &event{ID: fmt.Sprint(i), AggregateType: "t", AggregateID: "k", EventType: "e", Payload: payload}
+		if err := w.Publish(ctx, ev, uint64(i)); err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+		if i%10 == 9 {
+			o.wait(ctx, t, i+1) // three batches, each salvaged
+		}
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := readPartition(ctx, t, cluster.ListenAddrs(), "small", 0)
+	for i, m := range got {
+		if id, _ := headerOf(m.Headers, "id"); id != fmt.Sprint(i+i/9+boolInt(i%9 >= 5)) {
+			t.Errorf("record %d is event %s", i, id)
+		}
+	}
+	if len(got) != events-3 || ids.inits.Load() != 1 || !ids.idempotent("small") {
+		t.Errorf("%d records (want %d), %d InitProducerID (want 1), batches by producer id %v", len(got), events-3, ids.inits.Load(), ids.batches)
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // TestCloseDuringASalvageRetriedForEver: a salvage's message meets
 // transient failures until Close gives up: Close returns soon after its
 // context, and every event has one fate.
 func TestCloseDuringASalvageRetriedForEver(t *testing.T) {
-	cluster := newCluster(t, kfake.NumBrokers(1))
+	besideOthersWhenShort(t)
+	cluster := newFakeCluster(t, kfake.NumBrokers(1))
 	if err := cluster.CreateTopic("small", 1, map[string]string{"max.message.bytes": "2000"}); err != nil {
 		t.Fatal(err)
 	}
@@ -197,9 +240,8 @@ func TestCloseDuringASalvageRetriedForEver(t *testing.T) {
 	var calls atomic.Int64
 	cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "small", Err: kerr.NotEnoughReplicas, Count: -1,
 		When: func(kmsg.Request) bool { return calls.Add(1) > 1 }})
-	topic, _ := ParseTopic("small")
 	o := newOutcomes()
-	w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 100, BatchTimeout: 20 * time.Millisecond,
+	w := newTestWriter(testConfig{Brokers: cluster.ListenAddrs(), Topic: "small", BatchSize: 100, BatchTimeout: 20 * time.Millisecond,
 		MissingTopicTimeout: 10 * time.Second, DeadLetterTopic: "dlq",
 		RetryBackoffMin: 2 * time.Millisecond, RetryBackoffMax: 20 * time.Millisecond}, o.done)
 	ctx := testContext(t, 30*time.Second)
@@ -209,7 +251,7 @@ func TestCloseDuringASalvageRetriedForEver(t *testing.T) {
 		if i == 0 {
 			payload = make([]byte, 3000)
 		}
-		ev := &decode.Event{ID: fmt.Sprint(i), AggregateType: "t", AggregateID: "k", EventType: "e", Payload: payload}
+		ev := &event{ID: fmt.Sprint(i), AggregateType: "t", AggregateID: "k", EventType: "e", Payload: payload}
 		if err := w.Publish(ctx, ev, uint64(i)); err != nil {
 			t.Fatalf("publish %d: %v", i, err)
 		}
@@ -243,7 +285,7 @@ func salvageCluster(t *testing.T, n int) (*kfake.Cluster, *chance, *producerIDs)
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	coin := &chance{rng: rand.New(rand.NewPCG(seed, seed>>1))}
-	cluster := newCluster(t, kfake.NumBrokers(n))
+	cluster := newFakeCluster(t, kfake.NumBrokers(n))
 	ids := watchProducerIDs(t, cluster)
 	if err := cluster.CreateTopic("small", int32(n), map[string]string{"max.message.bytes": "2000"}); err != nil {
 		t.Fatal(err)
@@ -252,4 +294,22 @@ func salvageCluster(t *testing.T, n int) (*kfake.Cluster, *chance, *producerIDs)
 		t.Fatal(err)
 	}
 	return cluster, coin, ids
+}
+
+// smallTopicWriter creates "small", whose max.message.bytes (2000) is below
+// the writer's own limit, so that the broker refuses a larger event, and
+// "dlq"; it starts a writer to "small" with dead-letter topic dlq ("" for
+// none). The cluster is the caller's, to watch before the writer starts.
+func smallTopicWriter(t *testing.T, cluster *kfake.Cluster, dlq string) (context.Context, *testWriter, *outcomes) {
+	t.Helper()
+	if err := cluster.CreateTopic("small", 1, map[string]string{"max.message.bytes": "2000"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.CreateTopic("dlq", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	o := newOutcomes()
+	w := newTestWriter(testConfig{Brokers: cluster.ListenAddrs(), Topic: "small", BatchSize: 100, BatchTimeout: 20 * time.Millisecond,
+		MissingTopicTimeout: 10 * time.Second, DeadLetterTopic: dlq}, o.done)
+	return testContext(t, 30*time.Second), w, o
 }

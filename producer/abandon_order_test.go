@@ -1,4 +1,4 @@
-package sink
+package producer
 
 import (
 	"context"
@@ -17,7 +17,8 @@ import (
 // B1's fate. Close gives up: B1's events fail, B2's are acknowledged, and
 // Done must see them in the partition's order (B1's first).
 func TestAbandonReportsInOrder(t *testing.T) {
-	cluster := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "ord"))
+	besideOthersWhenShort(t)
+	cluster := newFakeCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "ord"))
 	var n atomic.Int32
 	cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
 		cluster.KeepControl()
@@ -33,10 +34,9 @@ func TestAbandonReportsInOrder(t *testing.T) {
 	var mu sync.Mutex
 	var seen []uint64
 	var failed = map[uint64]bool{}
-	topic, _ := ParseTopic("ord")
 	gate := make(chan struct{})
 	var holds atomic.Int32
-	w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 10, BatchTimeout: 2 * time.Millisecond,
+	w := newTestWriter(testConfig{Brokers: cluster.ListenAddrs(), Topic: "ord", BatchSize: 10, BatchTimeout: 2 * time.Millisecond,
 		MissingTopicTimeout: 10 * time.Second, Hold: func(context.Context) {
 			if holds.Add(1) == 1 {
 				<-gate

@@ -1,4 +1,4 @@
-package sink
+package producer
 
 import (
 	"errors"
@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
-
-	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
 // TestTransactionFenceIsNoOutage: a batch refused because another Txn
@@ -19,10 +17,10 @@ import (
 // routine after a takeover) would be warned of at once as an outage
 // lasting since the fence, and fail /readyz.
 func TestTransactionFenceIsNoOutage(t *testing.T) {
-	cluster := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "fence"))
+	cluster := newFakeCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "fence"))
 	ctx := testContext(t, 30*time.Second)
 	txn, o, token := begunTxn(ctx, t, cluster, "fence"), newOutcomes(), uint64(0)
-	w := txnWriter(cluster, "fence", Config{Transaction: txn, BatchTimeout: time.Millisecond}, o)
+	w := writerInTxn(cluster, "fence", testConfig{Transaction: txn, BatchTimeout: time.Millisecond}, o)
 	checkFates(t, o, nil, publishTo(ctx, t, w, o, &token, 0, "committed")...)
 	if err := txn.Commit(ctx); err != nil {
 		t.Fatal(err)
@@ -34,16 +32,16 @@ func TestTransactionFenceIsNoOutage(t *testing.T) {
 	// Another Txn takes the id and writes to the partition: the writer's
 	// next batch there is refused for its epoch.
 	next, bo, btoken := begunTxn(ctx, t, cluster, "fence"), newOutcomes(), uint64(0)
-	bw := txnWriter(cluster, "fence", Config{Transaction: next, BatchTimeout: time.Millisecond}, bo)
+	bw := writerInTxn(cluster, "fence", testConfig{Transaction: next, BatchTimeout: time.Millisecond}, bo)
 	checkFates(t, bo, nil, publishTo(ctx, t, bw, bo, &btoken, 0, "new holder")...)
 	if err := bw.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	checkFates(t, o, producer.ErrFenced, publishTo(ctx, t, w, o, &token, 0, "fenced")...)
+	checkFates(t, o, ErrFenced, publishTo(ctx, t, w, o, &token, 0, "fenced")...)
 	if err := w.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := txn.Abort(ctx); !errors.Is(err, producer.ErrFenced) { // what a session's end does; no request
+	if err := txn.Abort(ctx); !errors.Is(err, ErrFenced) { // what a session's end does; no request
 		t.Fatalf("abort after the fence: %v, want ErrFenced", err)
 	}
 	if since, request, last, failing := txn.Outage().Failing(0); failing {

@@ -1,4 +1,4 @@
-package sink
+package producer
 
 import (
 	"context"
@@ -10,8 +10,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/outbox-cdc/outbox-cdc/decode"
 )
 
 // TestLeaderDiesWhileCached: the broker the writer knows as a partition's
@@ -25,7 +23,7 @@ import (
 // exactly-once transaction waited after a leader was killed.
 func TestLeaderDiesWhileCached(t *testing.T) {
 	besideOthersWhenShort(t)
-	cluster := newCluster(t, kfake.NumBrokers(2), kfake.SeedTopics(1, "dying"))
+	cluster := newFakeCluster(t, kfake.NumBrokers(2), kfake.SeedTopics(1, "dying"))
 	old := cluster.LeaderFor("dying", 0)
 	var dead atomic.Bool
 	refused := make(chan struct{}, 1)
@@ -41,17 +39,16 @@ func TestLeaderDiesWhileCached(t *testing.T) {
 		return nil, nil, false
 	})
 
-	topic, _ := ParseTopic("dying")
 	const events = 20
 	f := newFates(events)
 	// The partition count's cache outlives the test's deadline: only a
 	// lookup after the failure can find the new leader.
-	w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 50, BatchTimeout: time.Millisecond,
+	w := newTestWriter(testConfig{Brokers: cluster.ListenAddrs(), Topic: "dying", BatchSize: 50, BatchTimeout: time.Millisecond,
 		RetryBackoffMin: time.Millisecond, RetryBackoffMax: 20 * time.Millisecond, MetadataMaxAge: time.Hour, MissingTopicTimeout: 10 * time.Second}, f.done)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	publish := func(i int) {
-		ev := &decode.Event{ID: fmt.Sprint(i), AggregateType: "t", AggregateID: "k", EventType: "e", Payload: []byte(fmt.Sprint(i))}
+		ev := &event{ID: fmt.Sprint(i), AggregateType: "t", AggregateID: "k", EventType: "e", Payload: []byte(fmt.Sprint(i))}
 		if err := w.Publish(ctx, ev, uint64(i)); err != nil {
 			t.Fatalf("publish %d: %v", i, err)
 		}
@@ -71,22 +68,4 @@ func TestLeaderDiesWhileCached(t *testing.T) {
 		t.Fatal("no produce request reached the dead leader")
 	}
 	f.wait(ctx, t, w) // every event acknowledged, and Close returned
-}
-
-// waitAcked waits until f holds n acknowledged events.
-func waitAcked(ctx context.Context, t *testing.T, f *fates, n int) {
-	t.Helper()
-	for {
-		f.mu.Lock()
-		got := len(f.acked)
-		f.mu.Unlock()
-		if got >= n {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%d of %d events acknowledged", got, n)
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
 }

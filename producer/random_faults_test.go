@@ -1,10 +1,7 @@
-package sink
+package producer
 
 import (
-	"context"
-	"encoding/binary"
 	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,24 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
-
-// chance is a seeded coin shared by the fault injectors.
-type chance struct {
-	mu  sync.Mutex
-	rng *rand.Rand
-}
-
-func (c *chance) below(p float64) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.rng.Float64() < p
-}
-
-func (c *chance) intN(n int) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.rng.IntN(n)
-}
 
 // TestProducerUnderRandomFaults drives the writer against a 3-broker fake
 // cluster that fails partitions of produce requests at random (some after
@@ -48,7 +27,7 @@ func TestProducerUnderRandomFaults(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	coin := &chance{rng: rand.New(rand.NewPCG(seed, seed>>1))}
-	cluster := newCluster(t, kfake.NumBrokers(3), kfake.SeedTopics(3, "chaos"))
+	cluster := newFakeCluster(t, kfake.NumBrokers(3), kfake.SeedTopics(3, "chaos"))
 	var delayed atomic.Int64
 	cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
 		cluster.KeepControl()
@@ -66,7 +45,7 @@ func TestProducerUnderRandomFaults(t *testing.T) {
 	)
 
 	events, keys := sized(3000, 1000), 30
-	cfg := Config{BatchSize: 20, MetadataMaxAge: 100 * time.Millisecond}
+	cfg := testConfig{BatchSize: 20, MetadataMaxAge: 100 * time.Millisecond}
 	if testing.Short() { // the same faults, retried sooner: a run mostly waits out backoffs
 		cfg.RetryBackoffMin, cfg.RetryBackoffMax = 10*time.Millisecond, 200*time.Millisecond
 	}
@@ -97,50 +76,4 @@ func TestProducerUnderRandomFaults(t *testing.T) {
 	}
 	t.Logf("%d events: %d partition faults, %d delayed requests, %d leader moves, 3 → 5 partitions (%d keys moved); %d records, %d duplicates, order kept per key",
 		events, faults.Hits(), delayed.Load(), moves, moved, total, total-distinct)
-}
-
-// checkAckOrder checks that each key's events were acknowledged in the
-// order they were published (token i belongs to key i%keys).
-func checkAckOrder(t *testing.T, f *fates, keys int) {
-	t.Helper()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	last := map[uint64]uint64{}
-	for _, tok := range f.order {
-		k := tok % uint64(keys)
-		if prev, ok := last[k]; ok && tok < prev {
-			t.Errorf("key k%d: event %d acknowledged after event %d", k, tok, prev)
-		}
-		last[k] = tok
-	}
-}
-
-// checkLog reads every partition of topic and checks that each key's
-// events (payload: its sequence number) first appear in order: within a
-// partition, and across partitions, all of a key's first appearances in one
-// partition come before those in the next it moved to. It returns the
-// records read, the distinct events and how many keys span partitions.
-func checkLog(ctx context.Context, t *testing.T, brokers []string, topic string, partitions int) (total, distinct, moved int) {
-	t.Helper()
-	spans := keySpans{} // key → partition → first appearances
-	seen := map[string]bool{}
-	for p := range partitions {
-		next := map[string]uint32{}
-		for _, m := range readPartition(ctx, t, brokers, topic, p) {
-			total++
-			if id, _ := headerOf(m.Headers, "id"); seen[id] {
-				continue
-			} else {
-				seen[id] = true
-			}
-			k, n := string(m.Key), binary.BigEndian.Uint32(m.Value)
-			if prev, ok := next[k]; ok && n < prev {
-				t.Errorf("key %s, partition %d: event %d first written after event %d", k, p, n, prev-1)
-			}
-			next[k] = n + 1
-			spans.add(k, int32(p), n)
-		}
-	}
-	moved = spans.check(func(s string) { t.Error(s) })
-	return total, len(seen), moved
 }

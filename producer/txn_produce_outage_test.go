@@ -1,4 +1,4 @@
-package sink
+package producer
 
 import (
 	"sync/atomic"
@@ -11,7 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outbox-cdc/outbox-cdc/internal/outage/outagetest"
-	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
 // TestTransactionOutageLogged: in a transaction, produce requests the
@@ -23,12 +22,12 @@ import (
 // for every request of the transaction, so that one outage is one warning.
 func TestTransactionOutageLogged(t *testing.T) {
 	besideOthersWhenShort(t)
-	cluster := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "outage"))
+	cluster := newFakeCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "outage"))
 	ctx := testContext(t, 30*time.Second)
 	logs := &outagetest.Log{}
 	tr := &kafka.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
-	txn, err := producer.NewTxn(producer.TxnConfig{Addr: kafka.TCP(cluster.ListenAddrs()...), Transport: tr, TransactionalID: "outage",
+	txn, err := NewTxn(TxnConfig{Addr: kafka.TCP(cluster.ListenAddrs()...), Transport: tr, TransactionalID: "outage",
 		Timeout: 30 * time.Second, RetryBackoff: 5 * time.Millisecond, Logger: logs.Logger()})
 	if err != nil {
 		t.Fatal(err)
@@ -41,16 +40,16 @@ func TestTransactionOutageLogged(t *testing.T) {
 	}
 	o, token := newOutcomes(), uint64(0)
 	own := &outagetest.Log{} // the writer's: its produce requests are told to the transaction's tracker
-	w := txnWriter(cluster, "outage", Config{Transaction: txn, Logger: own.Logger(),
+	w := writerInTxn(cluster, "outage", testConfig{Transaction: txn, Logger: own.Logger(),
 		RetryBackoffMin: 5 * time.Millisecond, RetryBackoffMax: 50 * time.Millisecond}, o)
 	publishTo(ctx, t, w, o, &token, 0, "before") // partition 0 in the transaction
 	// Produce retries back off from 5 ms, doubling up to 50 ms, with
 	// jitter: an outage is told once it lasted a second, and its end
 	// within 50 ms of the last refusal.
 	const produceLasts, addLasts = 1500 * time.Millisecond, 1500 * time.Millisecond
-	produce := failFor(cluster, kmsg.Produce, kerr.NotEnoughReplicas, produceLasts)
+	produce := failWith(cluster, kmsg.Produce, kerr.NotEnoughReplicas, produceLasts)
 	publishTo(ctx, t, w, o, &token, 0, "produce refused")
-	add := failFor(cluster, kmsg.AddPartitionsToTxn, kerr.CoordinatorNotAvailable, addLasts)
+	add := failWith(cluster, kmsg.AddPartitionsToTxn, kerr.CoordinatorNotAvailable, addLasts)
 	publishTo(ctx, t, w, o, &token, 1, "add refused")
 	if err := w.Close(ctx); err != nil {
 		t.Fatal(err)
@@ -68,7 +67,7 @@ func TestTransactionOutageLogged(t *testing.T) {
 
 // failFor answers every request of key with code, for d from the first one
 // it refuses.
-func failFor(c *kfake.Cluster, key kmsg.Key, code *kerr.Error, d time.Duration) *kfake.FaultHandle {
+func failWith(c *kfake.Cluster, key kmsg.Key, code *kerr.Error, d time.Duration) *kfake.FaultHandle {
 	var first atomic.Int64
 	return c.Fault(kfake.Fault{Keys: []kmsg.Key{key}, Err: code, Count: -1, When: func(kmsg.Request) bool {
 		now := time.Now().UnixNano()

@@ -1,4 +1,4 @@
-package sink
+package producer
 
 import (
 	"context"
@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
-
-	"github.com/outbox-cdc/outbox-cdc/decode"
 )
 
 // TestCloseAfterALeaderMovedDuringTheDrain: a partition's leader moves
@@ -17,11 +15,11 @@ import (
 // nothing any more, must stop then: Close returns soon after the
 // acknowledgement, not at the end of its context.
 func TestCloseAfterALeaderMovedDuringTheDrain(t *testing.T) {
-	cluster := newCluster(t, kfake.NumBrokers(2), kfake.SeedTopics(1, "events"))
-	topic, _ := ParseTopic("events")
+	besideOthersWhenShort(t)
+	cluster := newFakeCluster(t, kfake.NumBrokers(2), kfake.SeedTopics(1, "events"))
 	o := newOutcomes()
 	var ackedAt atomic.Int64
-	w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchTimeout: time.Millisecond, MetadataMaxAge: 300 * time.Millisecond,
+	w := newTestWriter(testConfig{Brokers: cluster.ListenAddrs(), Topic: "events", BatchTimeout: time.Millisecond, MetadataMaxAge: 300 * time.Millisecond,
 		RetryBackoffMin: 5 * time.Millisecond, RetryBackoffMax: 50 * time.Millisecond}, func(token uint64, reason string, err error) {
 		if token == 1 {
 			ackedAt.Store(time.Now().UnixNano())
@@ -29,7 +27,7 @@ func TestCloseAfterALeaderMovedDuringTheDrain(t *testing.T) {
 		o.done(token, reason, err)
 	})
 	ctx := testContext(t, 30*time.Second)
-	ev := &decode.Event{ID: "x", AggregateType: "t", AggregateID: "k", EventType: "e", Payload: []byte(`{}`)}
+	ev := &event{ID: "x", AggregateType: "t", AggregateID: "k", EventType: "e", Payload: []byte(`{}`)}
 	if err := w.Publish(ctx, ev, 0); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package sink
+package producer
 
 import (
 	"context"
@@ -8,12 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/outbox-cdc/outbox-cdc/decode"
 )
 
 // TestOnePartitionFailsInAMultiPartitionRequest: requests carry several
@@ -62,13 +59,9 @@ func TestOnePartitionFailsInAMultiPartitionRequest(t *testing.T) {
 		},
 	})
 
-	topic, err := ParseTopic("events")
-	if err != nil {
-		t.Fatal(err)
-	}
 	const events, keys = 4000, 40
 	f := newFates(events)
-	w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 50, BatchTimeout: 3 * time.Millisecond,
+	w := newTestWriter(testConfig{Brokers: cluster.ListenAddrs(), Topic: "events", BatchSize: 50, BatchTimeout: 3 * time.Millisecond,
 		AutoCreateTopics: true, MissingTopicTimeout: 10 * time.Second}, f.done)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -115,31 +108,6 @@ func TestOnePartitionFailsInAMultiPartitionRequest(t *testing.T) {
 		requests.Load(), multi.Load(), injected.Load())
 }
 
-// readPartition reads every record of one partition.
-func readPartition(ctx context.Context, t *testing.T, brokers []string, topic string, p int) []kafka.Message {
-	t.Helper()
-	conn, err := kafka.DialLeader(ctx, "tcp", brokers[0], topic, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	end, err := conn.ReadLastOffset()
-	conn.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: topic, Partition: p, MaxWait: 50 * time.Millisecond})
-	defer r.Close()
-	var out []kafka.Message
-	for off := int64(0); off < end; off++ {
-		m, err := r.ReadMessage(ctx)
-		if err != nil {
-			t.Fatalf("read partition %d: %v", p, err)
-		}
-		out = append(out, m)
-	}
-	return out
-}
-
 // TestTrickleSharesRequests: events trickling into six partitions, one a
 // millisecond, share produce requests: each request carries every partition
 // with events waiting, and requests to the broker are at most one per
@@ -164,18 +132,14 @@ func TestTrickleSharesRequests(t *testing.T) {
 		}
 		return nil, nil, false
 	})
-	topic, err := ParseTopic("events")
-	if err != nil {
-		t.Fatal(err)
-	}
 	const events = 300
 	f := newFates(events)
-	w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 1000, BatchTimeout: 10 * time.Millisecond,
+	w := newTestWriter(testConfig{Brokers: cluster.ListenAddrs(), Topic: "events", BatchSize: 1000, BatchTimeout: 10 * time.Millisecond,
 		AutoCreateTopics: true, MissingTopicTimeout: 10 * time.Second}, f.done)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for i := range events {
-		ev := &decode.Event{ID: fmt.Sprint(i), AggregateType: "t", AggregateID: fmt.Sprintf("k%d", i), EventType: "e", Payload: []byte("{}")}
+		ev := &event{ID: fmt.Sprint(i), AggregateType: "t", AggregateID: fmt.Sprintf("k%d", i), EventType: "e", Payload: []byte("{}")}
 		if err := w.Publish(ctx, ev, uint64(i)); err != nil {
 			t.Fatalf("publish %d: %v", i, err)
 		}

@@ -1,4 +1,4 @@
-package sink
+package producer
 
 import (
 	"fmt"
@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
-
-	"github.com/outbox-cdc/outbox-cdc/decode"
 )
 
 // TestTrickleBesideBacklog: one broker leads "bulk", which has a backlog
@@ -18,14 +16,14 @@ import (
 // (found by review: acknowledged after the backlog's last event). It must
 // go once it waited as long as it would have without pipelining.
 func TestTrickleBesideBacklog(t *testing.T) {
-	cluster := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "bulk", "trickle"))
+	besideOthersWhenShort(t)
+	cluster := newFakeCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "bulk", "trickle"))
 	slowProduce(cluster, 10*time.Millisecond)
-	topic, _ := ParseTopic("{aggregate_type}")
 	var mu sync.Mutex
 	acked := map[uint64]time.Time{}
 	all := make(chan struct{})
 	bulk := uint64(sized(4000, 2000)) // the backlog: tokens 0 to bulk-1; the trickle is bulk
-	w := NewWriter(Config{Brokers: cluster.ListenAddrs(), Topic: topic, BatchSize: 10, BatchTimeout: 2 * time.Millisecond,
+	w := newTestWriter(testConfig{Brokers: cluster.ListenAddrs(), BatchSize: 10, BatchTimeout: 2 * time.Millisecond,
 		MissingTopicTimeout: 10 * time.Second}, func(token uint64, _ string, err error) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -39,19 +37,19 @@ func TestTrickleBesideBacklog(t *testing.T) {
 	})
 	ctx := testContext(t, time.Minute)
 	// Warm both topics' metadata and the connection.
-	if err := w.Publish(ctx, &decode.Event{ID: "w", AggregateType: "trickle", AggregateID: "x", EventType: "e", Payload: []byte("0")}, bulk+100); err != nil {
+	if err := w.PublishTo(ctx, "trickle", &event{ID: "w", AggregateType: "trickle", AggregateID: "x", EventType: "e", Payload: []byte("0")}, bulk+100); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(200 * time.Millisecond)
 	for i := range bulk {
-		ev := &decode.Event{ID: fmt.Sprint(i), AggregateType: "bulk", AggregateID: "b", EventType: "e", Payload: []byte("x")}
-		if err := w.Publish(ctx, ev, uint64(i)); err != nil {
+		ev := &event{ID: fmt.Sprint(i), AggregateType: "bulk", AggregateID: "b", EventType: "e", Payload: []byte("x")}
+		if err := w.PublishTo(ctx, "bulk", ev, uint64(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	time.Sleep(100 * time.Millisecond) // the backlog is being sent
 	sent := time.Now()
-	if err := w.Publish(ctx, &decode.Event{ID: "t", AggregateType: "trickle", AggregateID: "x", EventType: "e", Payload: []byte("1")}, bulk); err != nil {
+	if err := w.PublishTo(ctx, "trickle", &event{ID: "t", AggregateType: "trickle", AggregateID: "x", EventType: "e", Payload: []byte("1")}, bulk); err != nil {
 		t.Fatal(err)
 	}
 	select {

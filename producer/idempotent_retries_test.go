@@ -1,13 +1,9 @@
-package sink
+package producer
 
 import (
-	"context"
-	"encoding/binary"
-
 	"fmt"
 
 	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 
 	"testing"
@@ -16,80 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/outbox-cdc/outbox-cdc/decode"
 )
-
-// producerIDs watches a fake cluster: the InitProducerID requests it
-// receives and the producer ids of the batches produced to it.
-type producerIDs struct {
-	inits   atomic.Int64
-	mu      sync.Mutex
-	batches map[string]map[int64]int // by topic: batches by producer id (−1: none)
-}
-
-func watchProducerIDs(t *testing.T, cluster *kfake.Cluster) *producerIDs {
-	ids := &producerIDs{batches: map[string]map[int64]int{}}
-	cluster.ControlKey(int16(kmsg.InitProducerID), func(kmsg.Request) (kmsg.Response, error, bool) {
-		cluster.KeepControl()
-		ids.inits.Add(1)
-		return nil, nil, false
-	})
-	cluster.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		cluster.KeepControl()
-		ids.mu.Lock()
-		defer ids.mu.Unlock()
-		for _, rt := range req.(*kmsg.ProduceRequest).Topics {
-			for _, rp := range rt.Partitions {
-				var b kmsg.RecordBatch
-				if err := b.ReadFrom(rp.Records); err != nil {
-					t.Errorf("a batch the writer sent does not decode: %v", err)
-				}
-				if ids.batches[rt.Topic] == nil {
-					ids.batches[rt.Topic] = map[int64]int{}
-				}
-				ids.batches[rt.Topic][b.ProducerID]++
-			}
-		}
-		return nil, nil, false
-	})
-	return ids
-}
-
-// without returns how many batches to topic carried no producer id.
-func (ids *producerIDs) without(topic string) int {
-	ids.mu.Lock()
-	defer ids.mu.Unlock()
-	return ids.batches[topic][-1]
-}
-
-// idempotent reports whether every batch to topic carried a producer id.
-func (ids *producerIDs) idempotent(topic string) bool {
-	ids.mu.Lock()
-	defer ids.mu.Unlock()
-	return ids.batches[topic][-1] == 0 && len(ids.batches[topic]) > 0
-}
-
-// keyedEvent is event i of a run over keys: its key is k(i%keys) and its
-// payload its number within its key (i/keys), which checkLog reads back.
-func keyedEvent(i, keys int) *decode.Event {
-	return &decode.Event{ID: fmt.Sprint(i), AggregateType: "t", AggregateID: fmt.Sprintf("k%d", i%keys), EventType: "e",
-		Payload: binary.BigEndian.AppendUint32(nil, uint32(i/keys))}
-}
-
-// publishKeyed publishes events over keys (keyedEvent), so that checkLog
-// can check each key's order.
-func publishKeyed(ctx context.Context, t *testing.T, w *Writer, events, keys int) {
-	t.Helper()
-	for i := range events {
-		if err := w.Publish(ctx, keyedEvent(i, keys), uint64(i)); err != nil {
-			t.Fatalf("publish %d: %v", i, err)
-		}
-		if i%20 == 0 {
-			time.Sleep(time.Millisecond)
-		}
-	}
-}
 
 // TestLostAnswerIsNotDuplicated: the broker writes batches and answers
 // with an error (the answer of a write that happened, lost), so the writer
@@ -114,14 +37,14 @@ func TestLostAnswerIsNotDuplicated(t *testing.T) {
 		{"no producer ids, timed out after the write", kerr.RequestTimedOut, kerr.ClusterAuthorizationFailed, -1, true, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cluster := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "idem"))
+			cluster := newFakeCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "idem"))
 			ids := watchProducerIDs(t, cluster)
 			faults := cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "idem", Err: c.err, Count: 6})
 			if c.idsErr != nil {
 				cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.InitProducerID}, Err: c.idsErr, Count: c.idsCount})
 			}
 			const events, keys = 400, 10
-			ctx, w, f := keyedWriter(t, cluster, "idem", events, Config{BatchSize: 20,
+			ctx, w, f := keyedWriter(t, cluster, "idem", events, testConfig{BatchSize: 20,
 				RetryBackoffMin: time.Millisecond, RetryBackoffMax: 20 * time.Millisecond})
 			publishKeyed(ctx, t, w, events, keys)
 			total, distinct, _ := checkKeyed(ctx, t, f, w, keys, cluster, "idem", 2)
@@ -151,13 +74,13 @@ func TestRefusedSequenceRenewsProducerID(t *testing.T) {
 	besideOthersWhenShort(t)
 	for _, code := range []*kerr.Error{kerr.UnknownProducerID, kerr.OutOfOrderSequenceNumber, kerr.InvalidProducerEpoch} {
 		t.Run(code.Message, func(t *testing.T) {
-			cluster := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "idem"))
+			cluster := newFakeCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "idem"))
 			ids := watchProducerIDs(t, cluster)
 			var produced atomic.Int64
 			faults := cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "idem", Err: code, Count: 2,
 				When: func(kmsg.Request) bool { return produced.Add(1) > 3 }}) // once sequences have advanced
 			const events, keys = 300, 10
-			ctx, w, f := keyedWriter(t, cluster, "idem", events, Config{BatchSize: 20})
+			ctx, w, f := keyedWriter(t, cluster, "idem", events, testConfig{BatchSize: 20})
 			publishKeyed(ctx, t, w, events, keys)
 			total, distinct, _ := checkKeyed(ctx, t, f, w, keys, cluster, "idem", 2)
 			if distinct != events || total != events {
@@ -169,51 +92,6 @@ func TestRefusedSequenceRenewsProducerID(t *testing.T) {
 			t.Logf("%d refusals, %d InitProducerID, batches by producer id %v", faults.Hits(), ids.inits.Load(), ids.batches)
 		})
 	}
-}
-
-// TestSalvageKeepsSequences: a batch refused for one too large event is
-// sent message by message, and the refused one dead-lettered. The
-// messages sent alone carry the partition's sequence and a refused one
-// does not advance it: the broker never refuses a sequence (which would
-// make the writer ask for a second producer id). Dead letters go through
-// the dead-letter topic's own queue, under its partition's sequence.
-func TestSalvageKeepsSequences(t *testing.T) {
-	cluster := newCluster(t, kfake.NumBrokers(1))
-	ids := watchProducerIDs(t, cluster)
-	ctx, w, o := smallTopicWriter(t, cluster, "dlq")
-	const events = 30
-	for i := range events {
-		payload := fmt.Appendf(nil, `{"n": %d}`, i)
-		if i%10 == 5 {
-			payload = make([]byte, 3000)
-		}
-		ev := &decode.Event{ID: fmt.Sprint(i), AggregateType: "t", AggregateID: "k", EventType: "e", Payload: payload}
-		if err := w.Publish(ctx, ev, uint64(i)); err != nil {
-			t.Fatalf("publish %d: %v", i, err)
-		}
-		if i%10 == 9 {
-			o.wait(ctx, t, i+1) // three batches, each salvaged
-		}
-	}
-	if err := w.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	got := readPartition(ctx, t, cluster.ListenAddrs(), "small", 0)
-	for i, m := range got {
-		if id, _ := headerOf(m.Headers, "id"); id != fmt.Sprint(i+i/9+boolInt(i%9 >= 5)) {
-			t.Errorf("record %d is event %s", i, id)
-		}
-	}
-	if len(got) != events-3 || ids.inits.Load() != 1 || !ids.idempotent("small") {
-		t.Errorf("%d records (want %d), %d InitProducerID (want 1), batches by producer id %v", len(got), events-3, ids.inits.Load(), ids.batches)
-	}
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // TestIdempotenceUnderRandomFaults is the property: against a 3-broker fake
@@ -232,7 +110,7 @@ func TestIdempotenceUnderRandomFaults(t *testing.T) {
 
 func idempotenceUnderFaults(t *testing.T, seed uint64) {
 	coin := &chance{rng: rand.New(rand.NewPCG(seed, seed>>1))}
-	cluster := newCluster(t, kfake.NumBrokers(3), kfake.SeedTopics(4, "prop"))
+	cluster := newFakeCluster(t, kfake.NumBrokers(3), kfake.SeedTopics(4, "prop"))
 	ids := watchProducerIDs(t, cluster)
 	faults := injectRandomFaults(cluster, coin, "prop",
 		randomFault{kerr.NotLeaderForPartition, 0.05},
@@ -240,7 +118,7 @@ func idempotenceUnderFaults(t *testing.T, seed uint64) {
 		randomFault{kerr.NotEnoughReplicasAfterAppend, 0.04},
 	)
 	events, keys := sized(1500, 600), 24
-	ctx, w, f := keyedWriter(t, cluster, "prop", events, Config{BatchSize: 15, MetadataMaxAge: 100 * time.Millisecond})
+	ctx, w, f := keyedWriter(t, cluster, "prop", events, testConfig{BatchSize: 15, MetadataMaxAge: 100 * time.Millisecond})
 	stopMoving := moveLeaders(cluster, coin, "prop", 3, 25*time.Millisecond)
 	publishKeyed(ctx, t, w, events, keys)
 	stopMoving()

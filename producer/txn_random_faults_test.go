@@ -1,4 +1,4 @@
-package sink
+package producer
 
 import (
 	"context"
@@ -18,9 +18,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/outbox-cdc/outbox-cdc/decode"
-	"github.com/outbox-cdc/outbox-cdc/producer"
 )
 
 // txnSeedsEnv adds seeds to the property's fixed ones: a comma-separated
@@ -85,10 +82,10 @@ type txnRun struct {
 	ctx     context.Context
 	cluster *kfake.Cluster
 	coin    *chance
-	cfg     Config
+	cfg     testConfig
 	o       *outcomes
-	txn     *producer.Txn
-	w       *Writer
+	txn     *Txn
+	w       *testWriter
 
 	events, keys int
 	next         int    // the first event no transaction committed
@@ -106,7 +103,7 @@ type txnRun struct {
 // commits) for its checks to prove anything.
 func transactionsUnderFaults(t *testing.T, seed uint64) (proved bool) {
 	coin := &chance{rng: rand.New(rand.NewPCG(seed, seed>>1))}
-	cluster := newCluster(t, kfake.NumBrokers(3), kfake.SeedTopics(3, chaosTopic))
+	cluster := newFakeCluster(t, kfake.NumBrokers(3), kfake.SeedTopics(3, chaosTopic))
 	faults := injectRandomFaults(cluster, coin, chaosTopic,
 		randomFault{kerr.NotLeaderForPartition, 0.05},
 		randomFault{kerr.NotEnoughReplicas, 0.03},
@@ -115,13 +112,13 @@ func transactionsUnderFaults(t *testing.T, seed uint64) (proved bool) {
 	drops := dropConnections(cluster, coin, 0.01)
 	r := &txnRun{t: t, ctx: testContext(t, time.Minute), cluster: cluster, coin: coin, o: newOutcomes(),
 		events: sized(1000, 500), keys: 24, committed: map[uint32]bool{}}
-	r.cfg = Config{Brokers: cluster.ListenAddrs(), BatchSize: 15, BatchTimeout: 2 * time.Millisecond,
+	r.cfg = testConfig{Brokers: cluster.ListenAddrs(), BatchSize: 15, BatchTimeout: 2 * time.Millisecond,
 		MetadataMaxAge: 100 * time.Millisecond, MissingTopicTimeout: 10 * time.Second}
 	if testing.Short() {
 		// The same faults, retried sooner: a run mostly waits out backoffs.
 		r.cfg.RetryBackoffMin, r.cfg.RetryBackoffMax = 10*time.Millisecond, 200*time.Millisecond
 	}
-	r.cfg.Topic, _ = ParseTopic(chaosTopic)
+	r.cfg.Topic = chaosTopic
 	stopMoving := moveLeaders(cluster, coin, chaosTopic, 3, 40*time.Millisecond)
 	r.session()
 	for n := 0; r.next < r.events; n++ {
@@ -157,13 +154,13 @@ func (r *txnRun) session() {
 	r.txn = begunTxn(r.ctx, r.t, r.cluster, chaosTopic)
 	cfg := r.cfg
 	cfg.Transaction = r.txn
-	r.w = NewWriter(cfg, r.o.done)
+	r.w = newTestWriter(cfg, r.o.done)
 	r.sessions++
 }
 
 // publish publishes ev, an event of key (-1: a sentinel, of none of the
 // run's keys), and returns its token.
-func (r *txnRun) publish(ev *decode.Event, key int) uint64 {
+func (r *txnRun) publish(ev *event, key int) uint64 {
 	token := r.token
 	r.token++
 	r.keyOf = append(r.keyOf, key)
@@ -174,9 +171,9 @@ func (r *txnRun) publish(ev *decode.Event, key int) uint64 {
 }
 
 // keyedTxnEvent is event i, published in the transaction begun last.
-func (r *txnRun) keyedTxnEvent(i int) *decode.Event {
+func (r *txnRun) keyedTxnEvent(i int) *event {
 	payload := binary.BigEndian.AppendUint32(nil, uint32(i/r.keys))
-	return &decode.Event{ID: fmt.Sprint(i), AggregateType: "t", AggregateID: fmt.Sprintf("k%d", i%r.keys), EventType: "e",
+	return &event{ID: fmt.Sprint(i), AggregateType: "t", AggregateID: fmt.Sprintf("k%d", i%r.keys), EventType: "e",
 		Payload: binary.BigEndian.AppendUint32(payload, r.attempt)}
 }
 
@@ -248,7 +245,7 @@ func (r *txnRun) sentinels() {
 	r.attempt++
 	var tokens []uint64
 	for p := range 5 {
-		ev := &decode.Event{ID: fmt.Sprint("end-", p), AggregateType: "t", AggregateID: "end", EventType: "e", Partition: fmt.Sprint(p)}
+		ev := &event{ID: fmt.Sprint("end-", p), AggregateType: "t", AggregateID: "end", EventType: "e", Partition: fmt.Sprint(p)}
 		tokens = append(tokens, r.publish(ev, -1))
 	}
 	r.o.wait(r.ctx, r.t, int(r.token))
@@ -265,44 +262,6 @@ func sentinelsRead(got map[int32][]*kgo.Record) bool {
 		}
 	}
 	return true
-}
-
-// consume reads topic from its start, read_committed or read_uncommitted,
-// until enough says it has what it needs, and returns the records by
-// partition. The test fails when 15 s pass first.
-func consume(ctx context.Context, t *testing.T, cluster *kfake.Cluster, topic string, committed bool,
-	enough func(map[int32][]*kgo.Record) bool) map[int32][]*kgo.Record {
-	t.Helper()
-	level := kgo.ReadUncommitted()
-	if committed {
-		level = kgo.ReadCommitted()
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(level),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond), kgo.MetadataMinAge(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	got := map[int32][]*kgo.Record{}
-	for !enough(got) {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("%s (read_committed %v): what is expected never came; read %d partitions", topic, committed, len(got))
-		}
-		fs.EachRecord(func(r *kgo.Record) { got[r.Partition] = append(got[r.Partition], r) })
-	}
-	return got
-}
-
-// values returns the values of records.
-func values(records []*kgo.Record) []string {
-	out := make([]string, len(records))
-	for i, r := range records {
-		out[i] = string(r.Value)
-	}
-	return out
 }
 
 // dropConnections closes the connection of a produce request, unread, at
