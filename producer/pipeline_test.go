@@ -9,11 +9,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// slowProduce makes the cluster take d over each produce request.
+// slowProduce makes the cluster take d over each produce request. It
+// sleeps in the cluster's own loop, one request after the other, rather
+// than through SleepControl: kfake's queue of slept requests races with
+// itself when requests pipelined on one connection sleep at once
+// (bsleep.waitQueue, found by -race in TestPipelinedBacklog).
 func slowProduce(cluster *kfake.Cluster, d time.Duration) {
 	cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
 		cluster.KeepControl()
-		cluster.SleepControl(func() { time.Sleep(d) })
+		time.Sleep(d)
 		return nil, nil, false
 	})
 }
