@@ -1,9 +1,23 @@
 package replication
 
 import (
+	"context"
 	"net"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
+
+// pacedDial wraps dial's connections in pacedConn.
+func pacedDial(dial pgconn.DialFunc, gap time.Duration) pgconn.DialFunc {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &pacedConn{Conn: conn, gap: gap}, nil
+	}
+}
 
 // pacedConn spaces the reads of a replication connection on which the
 // server has little to say. The walsender sends each message of a

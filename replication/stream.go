@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -113,15 +112,8 @@ func Connect(ctx context.Context, cfg StreamConfig, progress Progress) (*Stream,
 	if pc.RuntimeParams["application_name"] == "" {
 		pc.RuntimeParams["application_name"] = "outbox-cdc"
 	}
-	if gap := cfg.ReadPacing; gap > 0 {
-		dial := pc.DialFunc
-		pc.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			conn, err := dial(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			return &pacedConn{Conn: conn, gap: gap}, nil
-		}
+	if cfg.ReadPacing > 0 {
+		pc.DialFunc = pacedDial(pc.DialFunc, cfg.ReadPacing)
 	}
 	conn, err := pgconn.ConnectConfig(ctx, pc)
 	if err != nil {
