@@ -279,8 +279,8 @@ func (p Producer) validate() error {
 		return bad("MetadataMaxAge", "{MetadataMaxAge} %s: want at least 1s", p.MetadataMaxAge)
 	case p.MissingTopicTimeout < 0:
 		return bad("MissingTopicTimeout", "{MissingTopicTimeout} %s: want zero or more", p.MissingTopicTimeout)
-	case !slices.Contains([]sink.Envelope{sink.EnvelopeRaw, sink.EnvelopeCloudEvents, sink.EnvelopeCloudEventsStructured, sink.EnvelopeConnectJSON}, p.Envelope):
-		return bad("Envelope", "{Envelope} %q: want raw, cloudevents, cloudevents-structured or connect-json", p.Envelope)
+	case p.Envelope.Validate() != nil:
+		return bad("Envelope", "{Envelope} %s", p.Envelope.Validate())
 	case p.ConnectExpandPayload && p.Envelope != sink.EnvelopeConnectJSON:
 		return bad("ConnectExpandPayload", "{ConnectExpandPayload} needs {Envelope=connect-json}")
 	case p.Timestamp != sink.TimestampColumn && p.Timestamp != sink.TimestampCommit:

@@ -1,7 +1,10 @@
 package sink
 
 import (
+	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/outbox-cdc/outbox-cdc/decode"
@@ -33,6 +36,22 @@ const (
 	// raw envelope's headers stay.
 	EnvelopeConnectJSON Envelope = "connect-json"
 )
+
+// Envelopes lists every Envelope: a new format is a constant above, its
+// file (envelope_NAME.go), its cases in this package, and its place here.
+var Envelopes = []Envelope{EnvelopeRaw, EnvelopeCloudEvents, EnvelopeCloudEventsStructured, EnvelopeConnectJSON}
+
+// Validate refuses an Envelope that is none of Envelopes, naming them.
+func (e Envelope) Validate() error {
+	if slices.Contains(Envelopes, e) {
+		return nil
+	}
+	names := make([]string, len(Envelopes))
+	for i, n := range Envelopes {
+		names[i] = string(n)
+	}
+	return fmt.Errorf("%q: want %s or %s", e, strings.Join(names[:len(names)-1], ", "), names[len(names)-1])
+}
 
 // Timestamp is where a record's timestamp comes from.
 type Timestamp string
