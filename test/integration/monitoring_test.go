@@ -35,6 +35,7 @@ import (
 //   - The frozen relay killed: the standby takes over and NotStreaming
 //     resolves; then it is stopped too and NotStreaming fires again.
 func TestAlertsOnPrometheus(t *testing.T) {
+	slowFault(t) // 24 s: make test-faults runs it, to keep make test under 10 minutes
 	o := newOutbox(t, "alerts", defaultColumns)
 	args := o.args("--heartbeat-interval", "1s")
 	first := startRelay(t, args...)

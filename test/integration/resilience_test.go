@@ -315,6 +315,7 @@ func TestIdleOutboxBusyDatabase(t *testing.T) {
 // with OUTBOX_CDC_HUGE_ROWS unset in -short-free runs; the variable sets
 // another count) and records the relay's peak resident memory.
 func TestHugeTransaction(t *testing.T) {
+	slowFault(t) // 15 s: make test-faults runs it, to keep make test under 10 minutes
 	rows := 1_000_000
 	if v := os.Getenv("OUTBOX_CDC_HUGE_ROWS"); v != "" {
 		fmt.Sscan(v, &rows)

@@ -138,6 +138,7 @@ func replaceFlag(args []string, flag, value string) []string {
 // listener. Wrong credentials and an untrusted certificate fail in one line,
 // and no password reaches a log, an error or /metrics.
 func TestKafkaTLSAndSASL(t *testing.T) {
+	slowFault(t) // 25 s (a broker of its own): make test-faults runs it, to keep make test under 10 minutes
 	p := newPKI(t)
 	const user, password = "relay", "Scram-Pw-4711x"
 	pgPassword := "Pg-Pw-" + strconv.Itoa(os.Getpid())
