@@ -105,9 +105,6 @@ func (m *exactlyOnceMode) openExactly(ctx context.Context, x *exactly, sys repli
 	if x.ckpt, err = cluster.NewCheckpointWriter(ctx, txn, d.CheckpointTopic, key); err != nil {
 		return nil, fmt.Errorf("exactly-once: %w", err)
 	}
-	// The checkpoint record goes into every Kafka transaction: its
-	// partition joins each transaction's first AddPartitionsToTxn.
-	txn.Include(x.ckpt.Topic(), x.ckpt.Partition())
 	host, _ := os.Hostname()
 	x.txn = txn
 	x.base = checkpoint.Record{Slot: d.Slot, Database: sys.Database, SystemID: sys.ID, Timeline: sys.Timeline,

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"slices"
 	"sync"
 	"time"
 
@@ -71,7 +70,6 @@ type Txn struct {
 	skipEnd     bool                      // the abort skips EndTxn (INVALID_PRODUCER_ID_MAPPING: the coordinator would refuse it)
 	unsure      bool                      // an AddPartitions of the transaction had no verdict: the coordinator may hold it
 	coordinator int32                     // the node FindCoordinator named last, for the log
-	include     map[string][]int32        // partitions each transaction's first AddPartitions adds too (Include)
 }
 
 // TxnConfig configures a Txn.
@@ -179,21 +177,6 @@ func (t *Txn) Header(seq int32) BatchHeader {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return BatchHeader{ProducerID: t.id, ProducerEpoch: t.epoch, BaseSequence: seq, Transactional: true}
-}
-
-// Include makes every transaction hold topic's partition from its first
-// AddPartitions on, added in the same request: a partition the commit
-// always writes to (the checkpoint's) then costs the commit no round trip
-// of its own. A transaction that adds nothing else adds it neither.
-func (t *Txn) Include(topic string, partition int32) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.include == nil {
-		t.include = map[string][]int32{}
-	}
-	if !slices.Contains(t.include[topic], partition) {
-		t.include[topic] = append(t.include[topic], partition)
-	}
 }
 
 // Added reports whether partition of topic is in the open transaction: a

@@ -187,9 +187,6 @@ func (t *Txn) addRequest(partitions map[string][]int32) (*addpartitionstotxn.Req
 		return nil, false, fmt.Errorf("add partitions to a transaction: the producer is %s", t.state)
 	}
 	req := &addpartitionstotxn.Request{TransactionalID: t.cfg.TransactionalID, ProducerID: t.id, ProducerEpoch: t.epoch}
-	if len(t.added) == 0 && len(t.include) > 0 && len(partitions) > 0 {
-		partitions = withIncluded(partitions, t.include)
-	}
 	for _, topic := range sortedKeys(partitions) {
 		var missing []int32
 		for _, p := range partitions[topic] {
@@ -205,18 +202,6 @@ func (t *Txn) addRequest(partitions map[string][]int32) (*addpartitionstotxn.Req
 		return nil, false, nil
 	}
 	return req, len(t.added) == 0, nil
-}
-
-// withIncluded returns partitions and the included ones, in a new map.
-func withIncluded(partitions, include map[string][]int32) map[string][]int32 {
-	all := make(map[string][]int32, len(partitions)+len(include))
-	for topic, ps := range partitions {
-		all[topic] = ps
-	}
-	for topic, ps := range include {
-		all[topic] = append(slices.Clip(all[topic]), ps...)
-	}
-	return all
 }
 
 // addAnswer collapses an AddPartitionsToTxn response's partition errors
