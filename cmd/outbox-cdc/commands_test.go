@@ -125,6 +125,8 @@ func TestMaxProcs(t *testing.T) {
 		{0, nil, 0},
 		{1, []string{"GOMAXPROCS=2"}, 0},
 		{1, []string{"GOMAXPROCS_X=2"}, 1},
+		{1, []string{"GOMAXPROCS="}, 1},  // Go ignores it
+		{1, []string{"GOMAXPROCS=0"}, 1}, // Go ignores it
 	} {
 		if got := maxProcs(c.flag, c.environ); got != c.want {
 			t.Errorf("maxProcs(%d, %q) = %d, want %d", c.flag, c.environ, got, c.want)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -83,8 +84,10 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...relay
 // an operator who set it meant it).
 func maxProcs(flag int, environ []string) int {
 	for _, kv := range environ {
-		if strings.HasPrefix(kv, "GOMAXPROCS=") {
-			return 0
+		if v, ok := strings.CutPrefix(kv, "GOMAXPROCS="); ok {
+			if n, err := strconv.Atoi(v); err == nil && n > 0 {
+				return 0 // Go ignores an empty, zero or malformed one
+			}
 		}
 	}
 	return flag
