@@ -19,11 +19,7 @@ import (
 // events must first appear in the order they were published.
 func TestRetriableProduceErrorsKeepOrder(t *testing.T) {
 	besideOthersWhenShort(t)
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "events"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
+	cluster := newFakeCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(3, "events"))
 	var requests, injected atomic.Int64
 	cluster.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		cluster.KeepControl()

@@ -21,11 +21,7 @@ import (
 // first appear in the order they were published.
 func TestOnePartitionFailsInAMultiPartitionRequest(t *testing.T) {
 	besideOthersWhenShort(t)
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "events"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
+	cluster := newFakeCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(4, "events"))
 	var requests, multi, withOne, injected atomic.Int64
 	partitions := func(preq *kmsg.ProduceRequest) (n int, hasOne bool) {
 		for _, rt := range preq.Topics {
