@@ -107,6 +107,10 @@ type exactly struct {
 	abortCtx context.Context
 	abort    context.CancelCauseFunc
 	running  sync.WaitGroup
+	// idle is set while the committer waits for a Postgres transaction to
+	// end, which Leave then tells it through wake (capacity 1).
+	idle atomic.Bool
+	wake chan struct{}
 }
 
 // boundary is a Postgres transaction, as its checkpoint names it.
@@ -121,7 +125,7 @@ type boundary struct {
 // until a commit; openExactly readies its transaction.
 func newExactly(track Acked, d Config, start pglogrepl.LSN, log *slog.Logger) *exactly {
 	x := &exactly{track: track, interval: d.TransactionInterval, timeout: d.TransactionTimeout, log: log,
-		gate: make(chan struct{}, 1), stop: make(chan struct{}), clock: txnClock{now: time.Now}}
+		gate: make(chan struct{}, 1), stop: make(chan struct{}), wake: make(chan struct{}, 1), clock: txnClock{now: time.Now}}
 	x.committed.Store(uint64(start))
 	x.abortCtx, x.abort = context.WithCancelCause(context.Background())
 	return x
@@ -180,6 +184,12 @@ func (x *exactly) Leave(end pglogrepl.LSN) {
 	b.end = end // a non-transactional message's: its own LSN, the end of its record
 	x.closed, x.held = b, false
 	<-x.gate
+	if x.idle.Load() {
+		select {
+		case x.wake <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // Confirmed is the replication stream's position to confirm: the end of
@@ -214,22 +224,47 @@ func (x *exactly) raise(lsn pglogrepl.LSN) {
 	}
 }
 
-// run commits every interval while events wait for a commit, until stop
-// is called or a commit fails (returned). ctx ends waiting for the gate.
+// run commits while events wait for a commit, until stop is called or a
+// commit fails (returned); ctx ends waiting for the gate. Commits begin at
+// most once every interval: what ends meanwhile gathers into the next. A
+// Postgres transaction that ends while nothing waits for a commit, an
+// interval or more after the last commit began, commits at once rather
+// than at a tick: an outbox written now and then pays the commit's round
+// trips, not half an interval besides. An idle committer does not wake
+// until a Postgres transaction ends (Leave).
 func (x *exactly) run(ctx context.Context) error {
-	tick := time.NewTicker(x.interval)
-	defer tick.Stop()
+	var began time.Time // when the last commit began
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
 	for {
-		select {
-		case <-x.stop:
-			return nil
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
 		if x.uncommitted.Load() == 0 {
+			// idle before the second look: a Leave after it wakes us, one
+			// before it counted its events first.
+			x.idle.Store(true)
+			if x.uncommitted.Load() == 0 {
+				select {
+				case <-x.stop:
+					return nil
+				case <-ctx.Done():
+					return nil
+				case <-x.wake:
+				}
+			}
+			x.idle.Store(false)
 			continue
 		}
+		if wait := x.interval - time.Since(began); wait > 0 {
+			timer.Reset(wait)
+			select {
+			case <-x.stop:
+				return nil
+			case <-ctx.Done():
+				return nil
+			case <-timer.C:
+			}
+		}
+		began = time.Now()
 		if !x.takeGate(ctx) {
 			return nil
 		}
@@ -245,7 +280,7 @@ func (x *exactly) run(ctx context.Context) error {
 }
 
 // takeGate takes the commit gate, false when stop or ctx ends first. A
-// gate held at the tick is a Postgres transaction spanning it: nothing can
+// gate held when a commit is due is a Postgres transaction spanning it: nothing can
 // commit before its end, so holding requests back for the commit (the
 // writer's pacing, see pacing) gains nothing, and would stream a
 // transaction larger than the in-flight window one window per interval,

@@ -185,3 +185,53 @@ func testConfig() Config {
 
 // checkpointTopic is the checkpoint topic of these tests.
 const checkpointTopic = "outbox_cdc.checkpoints"
+
+// TestExactlyCommitsAfterAQuietSpell: a Postgres transaction that ends
+// while nothing waits for a commit, and none began within the interval,
+// commits at once instead of at the next tick; one that ends right after
+// a commit waits for the interval, so that commits never come more often
+// than --transaction-interval.
+func TestExactlyCommitsAfterAQuietSpell(t *testing.T) {
+	_, m := openCluster(t)
+	m.cfg.TransactionInterval = time.Hour // a tick never comes in this test
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	track := checkpoint.New(0x100, 10, 1<<20)
+	s := m.Session(track, 0x100)
+	if err := s.Open(ctx, fakeStream{}, 0x100, func(Writes) (Publisher, error) { return Publisher{}, nil }); err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	failed := make(chan error, 1)
+	s.Start(ctx, func(err error) { failed <- err })
+	defer s.Finish(ctx, false, true) //nolint:errcheck // the test's end
+	hand := func(commit, end pglogrepl.LSN, xid uint32) {
+		t.Helper()
+		track.Begin()
+		if err := s.Enter(ctx); err != nil {
+			t.Fatal(err)
+		}
+		s.Handing(&decode.Event{CommitLSN: commit, Xid: xid})
+		seq, err := track.Reserve(ctx, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		track.Ack(seq)
+		track.Commit(end)
+		s.Leave(end)
+	}
+	hand(0x2f0, 0x300, 7)
+	for s.Confirmed() != 0x300 {
+		select {
+		case err := <-failed:
+			t.Fatalf("the committer failed: %v", err)
+		case <-ctx.Done():
+			t.Fatalf("a transaction after a quiet spell is not committed before the interval's tick: confirmed %s, want 0/300", s.Confirmed())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	hand(0x3f0, 0x400, 8)
+	time.Sleep(300 * time.Millisecond)
+	if got := s.Confirmed(); got != 0x300 {
+		t.Errorf("a transaction ending right after a commit committed before the interval passed: confirmed %s, want 0/300", got)
+	}
+}

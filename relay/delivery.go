@@ -26,9 +26,11 @@ type Delivery struct {
 	// CheckpointReplicationFactor is the checkpoint topic's replication
 	// factor when the relay creates it; 0: the broker's default.
 	CheckpointReplicationFactor int
-	// TransactionInterval is how long a Kafka transaction gathers whole
-	// Postgres transactions before it commits (--transaction-interval); a
-	// Postgres transaction longer than that keeps it open until its commit.
+	// TransactionInterval is the least time between the starts of two
+	// Kafka commits, during which a Kafka transaction gathers whole
+	// Postgres transactions (--transaction-interval); one that ends after
+	// a quiet spell commits at once. A Postgres transaction longer than
+	// that keeps it open until its commit.
 	// Default 25ms (measured, see the flag's help).
 	TransactionInterval time.Duration
 	// TransactionTimeout is the coordinator's transaction.timeout.ms
