@@ -2,8 +2,11 @@ package replication
 
 import (
 	"context"
+	"errors"
 	"net"
-	"sync/atomic"
+	"os"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -16,14 +19,29 @@ func pacedDial(dial pgconn.DialFunc, gap time.Duration) pgconn.DialFunc {
 		if err != nil {
 			return nil, err
 		}
-		return &pacedConn{Conn: conn, gap: gap}, nil
+		return newPacedConn(conn, gap), nil
 	}
+}
+
+// newPacedConn paces conn's reads by gap; a TCP connection's pauses wait
+// on its low-water mark (lowWater).
+func newPacedConn(conn net.Conn, gap time.Duration) *pacedConn {
+	c := &pacedConn{Conn: conn, gap: gap}
+	if tc, ok := conn.(*net.TCPConn); ok && lowWaterSupported {
+		c.raw, _ = tc.SyscallConn()
+	}
+	return c
 }
 
 // pacedFull is what a read must bring not to count as short: a quarter of
 // pgproto3's usual 8 KiB buffer. A message larger than that buffer is read
 // into one of its own size, and reads of a few KiB of it are not short.
 const pacedFull = 8192 / 4
+
+// lowWater is the SO_RCVLOWAT of a paced TCP connection while the server
+// sends little: the kernel wakes a reader waiting on the socket only once
+// this much arrived (or the pause ends). Half pgproto3's usual buffer.
+const lowWater = 8192 / 2
 
 // pacedConn spaces the reads of a replication connection on which the
 // server has little to say. The walsender sends each message of a
@@ -39,56 +57,126 @@ const pacedFull = 8192 / 4
 // Go times out a read that starts past its deadline without looking at
 // the data waiting, so a pause past it would read nothing, for ever.
 //
+// On a TCP connection the pause is a wait on the socket with the
+// low-water mark raised to lowWater, not a sleep: a sleeping process is
+// still woken by each segment the walsender sends (Go's poller hears every
+// arrival), which is most of what pacing would save. The wait ends early
+// once lowWater arrived; when the pause passed and nothing at all came,
+// the stream is quiet: the mark goes back to 1 byte and the read waits
+// for the next message as any read does, so an idle stream costs no
+// wake-ups and its next message no pause.
+//
 // One goroutine reads at a time (pgconn's, or its bgreader's under the
 // same lock); SetReadDeadline may come from another (a context ending).
 type pacedConn struct {
 	net.Conn
-	gap      time.Duration
-	last     time.Time // when the last read returned
-	short    bool      // it brought little
-	deadline atomicTime
+	raw    syscall.RawConn // the TCP socket's, for its low-water mark; nil: pauses sleep
+	gap    time.Duration
+	last   time.Time // when the last read returned
+	short  bool      // it brought little
+	raised bool      // the socket's low-water mark is lowWater
+
+	mu       sync.Mutex
+	deadline time.Time // the caller's read deadline
+	own      time.Time // while a pause waits on the socket: the read deadline it set
 }
 
 func (c *pacedConn) SetReadDeadline(t time.Time) error {
-	c.deadline.store(t)
-	return c.Conn.SetReadDeadline(t)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.deadline = t
+	return c.Conn.SetReadDeadline(c.effective())
 }
 
 func (c *pacedConn) SetDeadline(t time.Time) error {
-	c.deadline.store(t)
-	return c.Conn.SetDeadline(t)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.deadline = t
+	if err := c.Conn.SetWriteDeadline(t); err != nil {
+		return err
+	}
+	return c.Conn.SetReadDeadline(c.effective())
 }
 
-func (c *pacedConn) Read(p []byte) (int, error) {
-	if c.short {
-		wait := c.gap - time.Since(c.last)
-		if d := c.deadline.load(); !d.IsZero() {
-			wait = min(wait, time.Until(d)/2)
-		}
-		if wait > 0 {
+// effective is the read deadline in force: the caller's, or the earlier
+// of it and a pause's. Called with mu held.
+func (c *pacedConn) effective() time.Time {
+	if c.own.IsZero() || !c.deadline.IsZero() && c.deadline.Before(c.own) {
+		return c.deadline
+	}
+	return c.own
+}
+
+// pause is how long the read after a short one waits: until gap passed
+// since it, and no further than halfway to the caller's deadline.
+func (c *pacedConn) pause() time.Duration {
+	wait := c.gap - time.Since(c.last)
+	c.mu.Lock()
+	d := c.deadline
+	c.mu.Unlock()
+	if !d.IsZero() {
+		wait = min(wait, time.Until(d)/2)
+	}
+	return wait
+}
+
+func (c *pacedConn) Read(p []byte) (n int, err error) {
+	switch {
+	case c.short && c.raw != nil:
+		n, err = c.readLowWater(p)
+	case c.short:
+		if wait := c.pause(); wait > 0 {
 			time.Sleep(wait)
 		}
+		n, err = c.Conn.Read(p)
+	default:
+		n, err = c.Conn.Read(p)
 	}
-	n, err := c.Conn.Read(p)
 	c.last, c.short = time.Now(), n < min(len(p), 4*pacedFull)/4
 	return n, err
 }
 
-// atomicTime is a time another goroutine may set: nanoseconds since the
-// Unix epoch, 0 for the zero time.
-type atomicTime struct{ ns atomic.Int64 }
-
-func (a *atomicTime) store(t time.Time) {
-	if t.IsZero() {
-		a.ns.Store(0)
-		return
+// readLowWater is the read after a short one on a TCP connection: it waits
+// for lowWater bytes or the pause, then reads what is there; nothing at
+// all is a quiet stream, read as usual with the mark back at 1 byte.
+func (c *pacedConn) readLowWater(p []byte) (int, error) {
+	if !c.raised {
+		if err := setLowWater(c.raw, lowWater); err != nil {
+			c.raw = nil // pauses sleep from now on
+			return c.Conn.Read(p)
+		}
+		c.raised = true
 	}
-	a.ns.Store(t.UnixNano())
-}
-
-func (a *atomicTime) load() time.Time {
-	if ns := a.ns.Load(); ns != 0 {
-		return time.Unix(0, ns)
+	if wait := c.pause(); wait > 0 {
+		c.mu.Lock()
+		c.own = time.Now().Add(wait)
+		err := c.Conn.SetReadDeadline(c.effective())
+		c.mu.Unlock()
+		if err != nil {
+			return 0, err
+		}
+		n, err := c.Conn.Read(p)
+		c.mu.Lock()
+		c.own = time.Time{}
+		derr := c.Conn.SetReadDeadline(c.deadline)
+		c.mu.Unlock()
+		if n > 0 || err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			return n, err
+		}
+		if derr != nil {
+			return 0, derr
+		}
 	}
-	return time.Time{}
+	n, err := readNow(c.raw, p) // the caller's deadline passed: its timeout
+	if err != nil {
+		return 0, &net.OpError{Op: "read", Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+	}
+	if n > 0 {
+		return n, nil
+	}
+	if err := setLowWater(c.raw, 1); err != nil {
+		c.raw = nil
+	}
+	c.raised = false
+	return c.Conn.Read(p)
 }
