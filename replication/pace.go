@@ -3,6 +3,7 @@ package replication
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"sync"
@@ -169,6 +170,9 @@ func (c *pacedConn) readLowWater(p []byte) (int, error) {
 	}
 	n, err := readNow(c.raw, p) // the caller's deadline passed: its timeout
 	if err != nil {
+		if err == io.EOF { // as net.Conn's Read says it, unwrapped
+			return 0, err
+		}
 		return 0, &net.OpError{Op: "read", Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
 	}
 	if n > 0 {
