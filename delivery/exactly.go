@@ -107,8 +107,8 @@ type exactly struct {
 	abortCtx context.Context
 	abort    context.CancelCauseFunc
 	running  sync.WaitGroup
-	// idle is set while the committer waits for a Postgres transaction to
-	// end, which Leave then tells it through wake (capacity 1).
+	// idle is set while the committer waits for an event to commit,
+	// which Handing then tells it through wake (capacity 1).
 	idle atomic.Bool
 	wake chan struct{}
 }
@@ -169,7 +169,12 @@ func (x *exactly) Enter(ctx context.Context) error {
 // handing counts an event of the held transaction before it is reserved,
 // so that Confirmed holds the slot back from the moment it may be sent.
 func (x *exactly) Handing(ev *decode.Event) {
-	x.uncommitted.Add(1)
+	if x.uncommitted.Add(1) == 1 && x.idle.Load() {
+		select { // the committer waits for work: a commit is due in an interval at most
+		case x.wake <- struct{}{}:
+		default:
+		}
+	}
 	x.last = boundary{commit: ev.CommitLSN, xid: ev.Xid, time: ev.CommitTime}
 	x.clock.hand(ev.Xid, ev.CommitLSN, ev.Size())
 }
@@ -184,12 +189,6 @@ func (x *exactly) Leave(end pglogrepl.LSN) {
 	b.end = end // a non-transactional message's: its own LSN, the end of its record
 	x.closed, x.held = b, false
 	<-x.gate
-	if x.idle.Load() {
-		select {
-		case x.wake <- struct{}{}:
-		default:
-		}
-	}
 }
 
 // Confirmed is the replication stream's position to confirm: the end of
@@ -231,7 +230,9 @@ func (x *exactly) raise(lsn pglogrepl.LSN) {
 // interval or more after the last commit began, commits at once rather
 // than at a tick: an outbox written now and then pays the commit's round
 // trips, not half an interval besides. An idle committer does not wake
-// until a Postgres transaction ends (Leave).
+// until an event waits for a commit (Handing); then it waits for the gate
+// as at any commit, so a Postgres transaction that outlasts the interval
+// has the writer send at once (takeGate).
 func (x *exactly) run(ctx context.Context) error {
 	var began time.Time // when the last commit began
 	timer := time.NewTimer(time.Hour)
@@ -239,8 +240,9 @@ func (x *exactly) run(ctx context.Context) error {
 	defer timer.Stop()
 	for {
 		if x.uncommitted.Load() == 0 {
-			// idle before the second look: a Leave after it wakes us, one
-			// before it counted its events first.
+			// idle before the second look: a Handing after it wakes us,
+			// one before it is counted. A wake left over from an earlier
+			// idle spell costs one more look.
 			x.idle.Store(true)
 			if x.uncommitted.Load() == 0 {
 				select {
@@ -264,10 +266,10 @@ func (x *exactly) run(ctx context.Context) error {
 			case <-timer.C:
 			}
 		}
-		began = time.Now()
 		if !x.takeGate(ctx) {
 			return nil
 		}
+		began = time.Now()
 		err := x.commit()
 		<-x.gate
 		if err == nil {

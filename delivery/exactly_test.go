@@ -235,3 +235,36 @@ func TestExactlyCommitsAfterAQuietSpell(t *testing.T) {
 		t.Errorf("a transaction ending right after a commit committed before the interval passed: confirmed %s, want 0/300", got)
 	}
 }
+
+// TestExactlyFlushesATransactionBegunWhileIdle: a Postgres transaction
+// that begins while the committer waits for work, and outlasts the
+// interval, has the writer send at once (Flush(true)) as any transaction
+// spanning a commit does: otherwise requests keep the transaction
+// interval's pacing and a transaction larger than the in-flight window
+// streams one window per interval.
+func TestExactlyFlushesATransactionBegunWhileIdle(t *testing.T) {
+	d := testConfig()
+	d.TransactionInterval = 10 * time.Millisecond
+	x := newExactly(checkpoint.New(0x100, 10, 1<<20), d, 0x100, slog.New(slog.DiscardHandler))
+	flushed := make(chan bool, 16)
+	x.flush = func(on bool) { flushed <- on }
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	x.Start(ctx, func(err error) { t.Errorf("the committer failed: %v", err) })
+	defer x.halt()
+	time.Sleep(5 * d.TransactionInterval) // the committer idles
+	if err := x.Enter(ctx); err != nil {
+		t.Fatal(err)
+	}
+	x.Handing(&decode.Event{CommitLSN: 0x300, Xid: 9}) // and the transaction goes on
+	select {
+	case on := <-flushed:
+		if !on {
+			t.Fatal("the writer's flush was turned off first")
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("a transaction begun while the committer idled kept the writer paced past the interval")
+	}
+	x.halt() // its stop path turns the flush off: the transaction never ended
+	x.abort(errors.New("test over"))
+}

@@ -131,6 +131,12 @@ func (c *pacedConn) Read(p []byte) (n int, err error) {
 		}
 		n, err = c.Conn.Read(p)
 	default:
+		if c.raised { // after a paced read that brought plenty
+			if err := setLowWater(c.raw, 1); err != nil {
+				c.raw = nil
+			}
+			c.raised = false
+		}
 		n, err = c.Conn.Read(p)
 	}
 	c.last, c.short = time.Now(), n < min(len(p), 4*pacedFull)/4

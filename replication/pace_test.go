@@ -3,7 +3,6 @@ package replication
 import (
 	"errors"
 	"net"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -122,96 +121,5 @@ func TestPacedLargeMessage(t *testing.T) {
 		if w := c.at[i].Sub(c.at[i-1]); w >= gap {
 			t.Errorf("read %d of a large message waited %s after the one before", i, w)
 		}
-	}
-}
-
-// lowWaterOf reads the socket's SO_RCVLOWAT.
-func lowWaterOf(t *testing.T, c *pacedConn) int {
-	t.Helper()
-	var v int
-	var gerr error
-	if err := c.raw.Control(func(fd uintptr) {
-		v, gerr = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVLOWAT)
-	}); err != nil || gerr != nil {
-		t.Fatalf("getsockopt: %v %v", err, gerr)
-	}
-	return v
-}
-
-// TestPacedReadsWaitOnTheLowWaterMark: on a TCP connection, the read after
-// a short one waits on the socket with its low-water mark raised (so that
-// each small segment no longer wakes the process), still returns the few
-// bytes that came once the pause passed, and after a pause in which
-// nothing came at all lowers the mark again: the next message of a quiet
-// stream is read as soon as it arrives, not after a deadline.
-func TestPacedReadsWaitOnTheLowWaterMark(t *testing.T) {
-	if !lowWaterSupported {
-		t.Skip("no SO_RCVLOWAT here")
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err == nil {
-			accepted <- c
-		}
-	}()
-	raw, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	server := <-accepted
-	defer server.Close()
-	const gap = 20 * time.Millisecond
-	p := newPacedConn(raw, gap)
-	if p.raw == nil {
-		t.Fatal("a TCP connection is paced without its low-water mark")
-	}
-	buf := make([]byte, 8192)
-	read := func(want int) {
-		t.Helper()
-		if err := p.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
-			t.Fatal(err)
-		}
-		n, err := p.Read(buf)
-		if err != nil || n != want {
-			t.Fatalf("read %d bytes, %v; want %d", n, err, want)
-		}
-	}
-	if _, err := server.Write(make([]byte, 10)); err != nil {
-		t.Fatal(err)
-	}
-	read(10) // short: the next read pauses
-	if _, err := server.Write(make([]byte, 10)); err != nil {
-		t.Fatal(err)
-	}
-	read(10) // the pause passed with less than the mark: what came is read
-	if got := lowWaterOf(t, p); got != lowWater {
-		t.Errorf("low-water mark while the stream is busy: %d, want %d", got, lowWater)
-	}
-	// Nothing comes for longer than the pause: the read lowers the mark and
-	// waits for the next message, which it returns before its deadline.
-	go func() {
-		time.Sleep(10 * gap)
-		server.Write(make([]byte, 10)) //nolint:errcheck // the read below fails if it did not arrive
-	}()
-	read(10)
-	if got := lowWaterOf(t, p); got != 1 {
-		t.Errorf("low-water mark of a quiet stream: %d, want 1", got)
-	}
-	// A read deadline that comes before anything does is the caller's
-	// timeout, paused or not.
-	if err := p.SetReadDeadline(time.Now().Add(gap / 4)); err != nil {
-		t.Fatal(err)
-	}
-	n, err := p.Read(buf)
-	var ne net.Error
-	if n != 0 || !errors.As(err, &ne) || !ne.Timeout() {
-		t.Fatalf("a read past its deadline: %d bytes, %v; want a timeout", n, err)
 	}
 }

@@ -1,15 +1,17 @@
-//go:build unix
-
 package replication
 
 import (
+	"errors"
 	"io"
+	"net"
 	"os"
 	"syscall"
 )
 
-// lowWaterSupported: the socket's low-water mark is settable, and the
-// kernel's poller honours it (Linux since 4.20, the BSDs' kqueue).
+// lowWaterSupported: the socket's low-water mark is settable, Linux's
+// poller honours it (since 4.20: a reader is not woken below it), and a
+// non-blocking read still returns what is queued below it. The BSDs'
+// read refuses data below the mark instead: pauses sleep there.
 const lowWaterSupported = true
 
 // setLowWater sets the socket's SO_RCVLOWAT.
@@ -30,13 +32,21 @@ func readNow(raw syscall.RawConn, p []byte) (int, error) {
 	var n int
 	var rerr error
 	if err := raw.Read(func(fd uintptr) bool {
-		n, rerr = syscall.Read(int(fd), p)
-		return true
+		for {
+			n, rerr = syscall.Read(int(fd), p)
+			if rerr != syscall.EINTR {
+				return true
+			}
+		}
 	}); err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) { // the caller wraps it as a read's
+			return 0, op.Err
+		}
 		return 0, err
 	}
 	switch {
-	case rerr == syscall.EAGAIN || rerr == syscall.EINTR:
+	case rerr == syscall.EAGAIN:
 		return 0, nil
 	case rerr != nil:
 		return 0, os.NewSyscallError("read", rerr)
