@@ -225,19 +225,19 @@ func (x *exactly) raise(lsn pglogrepl.LSN) {
 
 // run commits while events wait for a commit, until stop is called or a
 // commit fails (returned); ctx ends waiting for the gate. Commits begin at
-// most once every interval: what ends meanwhile gathers into the next. A
-// Postgres transaction that ends while nothing waits for a commit, an
-// interval or more after the last commit began, commits at once rather
-// than at a tick: an outbox written now and then pays the commit's round
+// most once every interval, at the ticks of a ticker: what ends meanwhile
+// gathers into the next. A Postgres transaction whose first event comes
+// while nothing waits for a commit, an interval or more after the last
+// commit began, commits as soon as it ends rather than at a tick (and the
+// ticker starts again from there): an outbox written now and then pays the commit's round
 // trips, not half an interval besides. An idle committer does not wake
 // until an event waits for a commit (Handing); then it waits for the gate
 // as at any commit, so a Postgres transaction that outlasts the interval
 // has the writer send at once (takeGate).
 func (x *exactly) run(ctx context.Context) error {
+	tick := time.NewTicker(x.interval)
+	defer tick.Stop()
 	var began time.Time // when the last commit began
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
 	for {
 		if x.uncommitted.Load() == 0 {
 			// idle before the second look: a Handing after it wakes us,
@@ -254,16 +254,24 @@ func (x *exactly) run(ctx context.Context) error {
 				}
 			}
 			x.idle.Store(false)
-			continue
+			if x.uncommitted.Load() == 0 {
+				continue
+			}
 		}
-		if wait := x.interval - time.Since(began); wait > 0 {
-			timer.Reset(wait)
+		if time.Since(began) >= x.interval { // quiet, or the last commit outlasted the interval
+			tick.Reset(x.interval) // the next tick an interval after this commit
+		} else {
+			// Under steady load commits keep the ticker's beat, which
+			// delays in taking the gate do not stretch.
 			select {
 			case <-x.stop:
 				return nil
 			case <-ctx.Done():
 				return nil
-			case <-timer.C:
+			case <-tick.C:
+			}
+			if x.uncommitted.Load() == 0 {
+				continue
 			}
 		}
 		if !x.takeGate(ctx) {
