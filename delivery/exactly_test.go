@@ -21,13 +21,7 @@ import (
 // transaction handed over.
 func TestExactlyConfirms(t *testing.T) {
 	_, m := openCluster(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	track := checkpoint.New(0x100, 10, 1<<20)
-	s := m.Session(track, 0x100)
-	if err := s.Open(ctx, fakeStream{}, 0x100, func(Writes) (Publisher, error) { return Publisher{}, nil }); err != nil {
-		t.Fatalf("open: %v", err)
-	}
+	ctx, track, s := openAt0x100(t, m)
 	// A transaction without events moves the slot: nothing waits.
 	track.Begin()
 	track.Commit(0x200)
@@ -194,13 +188,7 @@ const checkpointTopic = "outbox_cdc.checkpoints"
 func TestExactlyCommitsAfterAQuietSpell(t *testing.T) {
 	_, m := openCluster(t)
 	m.cfg.TransactionInterval = time.Hour // a tick never comes in this test
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	track := checkpoint.New(0x100, 10, 1<<20)
-	s := m.Session(track, 0x100)
-	if err := s.Open(ctx, fakeStream{}, 0x100, func(Writes) (Publisher, error) { return Publisher{}, nil }); err != nil {
-		t.Fatalf("open: %v", err)
-	}
+	ctx, track, s := openAt0x100(t, m)
 	failed := make(chan error, 1)
 	s.Start(ctx, func(err error) { failed <- err })
 	defer s.Finish(ctx, false, true) //nolint:errcheck // the test's end
@@ -267,4 +255,19 @@ func TestExactlyFlushesATransactionBegunWhileIdle(t *testing.T) {
 	}
 	x.halt() // its stop path turns the flush off: the transaction never ended
 	x.abort(errors.New("test over"))
+}
+
+// openAt0x100 opens a session of m whose slot starts at 0/100, with a
+// publisher that has neither writer nor cleaner, and a context that ends
+// with the test (20 s at most).
+func openAt0x100(t *testing.T, m *exactlyOnceMode) (context.Context, *checkpoint.Tracker, Session) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	track := checkpoint.New(0x100, 10, 1<<20)
+	s := m.Session(track, 0x100)
+	if err := s.Open(ctx, fakeStream{}, 0x100, func(Writes) (Publisher, error) { return Publisher{}, nil }); err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	return ctx, track, s
 }
