@@ -170,7 +170,7 @@ func (x *exactly) Enter(ctx context.Context) error {
 // so that Confirmed holds the slot back from the moment it may be sent.
 func (x *exactly) Handing(ev *decode.Event) {
 	if x.uncommitted.Add(1) == 1 && x.idle.Load() {
-		select { // the committer waits for work: a commit is due in an interval at most
+		select { // the committer waits for work: a commit is due at once or at the next tick
 		case x.wake <- struct{}{}:
 		default:
 		}

@@ -6,20 +6,22 @@ import (
 )
 
 // run commits while events wait for a commit, until stop is called or a
-// commit fails (returned); ctx ends waiting for the gate. Commits begin at
-// most once every interval, at the ticks of a ticker: what ends meanwhile
-// gathers into the next. A Postgres transaction whose first event comes
-// while nothing waits for a commit, an interval or more after the last
-// commit began, commits as soon as it ends rather than at a tick (and the
-// ticker starts again from there): an outbox written now and then pays the commit's round
-// trips, not half an interval besides. An idle committer does not wake
+// commit fails (returned); ctx ends waiting for the gate. While events keep
+// coming, commits start at the ticks of a ticker, one interval apart: what
+// ends meanwhile gathers into the next (a commit that waited for a
+// Postgres transaction's end may be followed sooner; one that outlasted the
+// interval restarts the ticker). A Postgres transaction whose first event
+// comes while nothing waits for a commit, an interval or more after the
+// last commit ended, commits as soon as it ends rather than at a tick
+// (and the ticker starts again from there): an outbox written now and
+// then pays the commit's round trips, not half an interval besides. An idle committer does not wake
 // until an event waits for a commit (Handing); then it waits for the gate
 // as at any commit, so a Postgres transaction that outlasts the interval
 // has the writer send at once (takeGate).
 func (x *exactly) run(ctx context.Context) error {
 	tick := time.NewTicker(x.interval)
 	defer tick.Stop()
-	var began time.Time // when the last commit began
+	var ended time.Time // when the last commit ended
 	for {
 		if x.uncommitted.Load() == 0 {
 			// idle before the second look: a Handing after it wakes us,
@@ -40,8 +42,8 @@ func (x *exactly) run(ctx context.Context) error {
 				continue
 			}
 		}
-		if time.Since(began) >= x.interval { // quiet, or the last commit outlasted the interval
-			tick.Reset(x.interval) // the next tick an interval after this commit
+		if time.Since(ended) >= x.interval { // quiet: commit now, tick an interval after it
+			tick.Reset(x.interval)
 		} else {
 			// Under steady load commits keep the ticker's beat, which
 			// delays in taking the gate do not stretch.
@@ -52,14 +54,11 @@ func (x *exactly) run(ctx context.Context) error {
 				return nil
 			case <-tick.C:
 			}
-			if x.uncommitted.Load() == 0 {
-				continue
-			}
 		}
 		if !x.takeGate(ctx) {
 			return nil
 		}
-		began = time.Now()
+		began := time.Now()
 		err := x.commit()
 		<-x.gate
 		if err == nil {
@@ -67,6 +66,14 @@ func (x *exactly) run(ctx context.Context) error {
 		}
 		if err != nil {
 			return err
+		}
+		ended = time.Now()
+		if ended.Sub(began) >= x.interval {
+			// A commit that outlasted the interval (a slow broker, a
+			// transaction it waited for) missed its tick: the next gathers
+			// an interval, rather than start at once with what came
+			// meanwhile, or at the next transaction's first event.
+			tick.Reset(x.interval)
 		}
 	}
 }

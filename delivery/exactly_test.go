@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outbox-cdc/outbox-cdc/checkpoint"
 	"github.com/outbox-cdc/outbox-cdc/decode"
@@ -270,4 +272,61 @@ func openAt0x100(t *testing.T, m *exactlyOnceMode) (context.Context, *checkpoint
 		t.Fatalf("open: %v", err)
 	}
 	return ctx, track, s
+}
+
+// TestExactlyGathersAfterASlowCommit: after a commit that outlasted the
+// interval, the next transaction waits an interval to gather others,
+// rather than committing at its first event: otherwise, with commits
+// slower than the interval, each would hold one Postgres transaction.
+func TestExactlyGathersAfterASlowCommit(t *testing.T) {
+	c, m := openCluster(t)
+	const interval = 500 * time.Millisecond
+	m.cfg.TransactionInterval = interval
+	ctx, track, s := openAt0x100(t, m)
+	var slowed atomic.Bool
+	c.ControlKey(int16(kmsg.EndTxn), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !slowed.Swap(true) { // the first commit outlasts the interval
+			time.Sleep(3 * interval)
+		}
+		return nil, nil, false
+	})
+	failed := make(chan error, 1)
+	s.Start(ctx, func(err error) { failed <- err })
+	defer s.Finish(ctx, false, true) //nolint:errcheck // the test's end
+	hand := func(commit, end pglogrepl.LSN, xid uint32) {
+		t.Helper()
+		track.Begin()
+		if err := s.Enter(ctx); err != nil {
+			t.Fatal(err)
+		}
+		s.Handing(&decode.Event{CommitLSN: commit, Xid: xid})
+		seq, err := track.Reserve(ctx, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		track.Ack(seq)
+		track.Commit(end)
+		s.Leave(end)
+	}
+	waitFor := func(want pglogrepl.LSN) {
+		t.Helper()
+		for s.Confirmed() != want {
+			select {
+			case err := <-failed:
+				t.Fatalf("the committer failed: %v", err)
+			case <-ctx.Done():
+				t.Fatalf("confirmed %s, want %s", s.Confirmed(), want)
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+	hand(0x2f0, 0x300, 7) // a quiet spell: commits at once, slowly
+	waitFor(0x300)
+	hand(0x3f0, 0x400, 8)
+	time.Sleep(interval / 3)
+	if got := s.Confirmed(); got != 0x300 {
+		t.Errorf("the transaction after a slow commit committed at once: confirmed %s, want 0/300 for an interval", got)
+	}
+	waitFor(0x400)
 }

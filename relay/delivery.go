@@ -26,10 +26,10 @@ type Delivery struct {
 	// CheckpointReplicationFactor is the checkpoint topic's replication
 	// factor when the relay creates it; 0: the broker's default.
 	CheckpointReplicationFactor int
-	// TransactionInterval is the least time between the starts of two
-	// Kafka commits, during which a Kafka transaction gathers whole
-	// Postgres transactions (--transaction-interval); one that ends after
-	// a quiet spell commits at once. A Postgres transaction longer than
+	// TransactionInterval is how often Kafka commits start while events
+	// keep coming; a Kafka transaction gathers whole Postgres transactions
+	// meanwhile (--transaction-interval). One that begins after a quiet
+	// spell commits as soon as it ends. A Postgres transaction longer than
 	// that keeps it open until its commit.
 	// Default 25ms (measured, see the flag's help).
 	TransactionInterval time.Duration

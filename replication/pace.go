@@ -133,7 +133,9 @@ func (c *pacedConn) Read(p []byte) (n int, err error) {
 	default:
 		n, err = c.Conn.Read(p)
 	}
-	c.last, c.short = time.Now(), n < min(len(p), 4*pacedFull)/4
+	// A read that failed (a deadline: Run's, every few ms on an idle
+	// stream) says nothing of a flowing stream.
+	c.last, c.short = time.Now(), err == nil && n < min(len(p), 4*pacedFull)/4
 	return n, err
 }
 
@@ -156,6 +158,9 @@ func (c *pacedConn) readLowWater(p []byte) (int, error) {
 		c.mu.Lock()
 		c.own = time.Now().Add(wait)
 		err := c.Conn.SetReadDeadline(c.effective())
+		if err != nil {
+			c.own = time.Time{}
+		}
 		c.mu.Unlock()
 		if err != nil {
 			return 0, err
@@ -172,7 +177,7 @@ func (c *pacedConn) readLowWater(p []byte) (int, error) {
 			return 0, derr
 		}
 	}
-	n, err := readNow(c.raw, p) // the caller's deadline passed: its timeout
+	n, err := readNow(c.raw, p) // an error: the caller's deadline passed meanwhile, or the connection's
 	if err != nil {
 		if err == io.EOF { // as net.Conn's Read says it, unwrapped
 			return 0, err
@@ -183,7 +188,7 @@ func (c *pacedConn) readLowWater(p []byte) (int, error) {
 		return n, nil
 	}
 	if err := setLowWater(c.raw, 1); err != nil {
-		c.raw = nil
+		return 0, err // the mark stays raised: a plain read would wait for it
 	}
 	c.raised = false
 	return c.Conn.Read(p)
