@@ -94,8 +94,10 @@ func TestExactlyOnceCleanupAfterCommit(t *testing.T) {
 
 	// The delete fails after a commit (a trigger refuses it): the slot stays
 	// behind the rows while it does; once it passes, every row goes.
+	// One Postgres transaction: after the quiet spell it commits at once,
+	// alone, and the next commit waits for its rows' delete.
 	o.blockDeletes(t, true)
-	insertRows(t, o, w, makeRows(50, 10, "order", counters), 10)
+	insertRows(t, o, w, makeRows(50, 10, "order", counters), 50)
 	end = o.CurrentLSN(t)
 	consumeCommitted(t, []string{topic}, len(w.committed)+3, time.Minute)
 	time.Sleep(3 * time.Second) // --confirm-interval is 20ms
