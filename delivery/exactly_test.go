@@ -194,21 +194,7 @@ func TestExactlyCommitsAfterAQuietSpell(t *testing.T) {
 	failed := make(chan error, 1)
 	s.Start(ctx, func(err error) { failed <- err })
 	defer s.Finish(ctx, false, true) //nolint:errcheck // the test's end
-	hand := func(commit, end pglogrepl.LSN, xid uint32) {
-		t.Helper()
-		track.Begin()
-		if err := s.Enter(ctx); err != nil {
-			t.Fatal(err)
-		}
-		s.Handing(&decode.Event{CommitLSN: commit, Xid: xid})
-		seq, err := track.Reserve(ctx, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		track.Ack(seq)
-		track.Commit(end)
-		s.Leave(end)
-	}
+	hand := func(commit, end pglogrepl.LSN, xid uint32) { t.Helper(); handAcked(ctx, t, track, s, commit, end, xid) }
 	hand(0x2f0, 0x300, 7)
 	for s.Confirmed() != 0x300 {
 		select {
@@ -294,21 +280,7 @@ func TestExactlyGathersAfterASlowCommit(t *testing.T) {
 	failed := make(chan error, 1)
 	s.Start(ctx, func(err error) { failed <- err })
 	defer s.Finish(ctx, false, true) //nolint:errcheck // the test's end
-	hand := func(commit, end pglogrepl.LSN, xid uint32) {
-		t.Helper()
-		track.Begin()
-		if err := s.Enter(ctx); err != nil {
-			t.Fatal(err)
-		}
-		s.Handing(&decode.Event{CommitLSN: commit, Xid: xid})
-		seq, err := track.Reserve(ctx, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		track.Ack(seq)
-		track.Commit(end)
-		s.Leave(end)
-	}
+	hand := func(commit, end pglogrepl.LSN, xid uint32) { t.Helper(); handAcked(ctx, t, track, s, commit, end, xid) }
 	waitFor := func(want pglogrepl.LSN) {
 		t.Helper()
 		for s.Confirmed() != want {
@@ -329,4 +301,22 @@ func TestExactlyGathersAfterASlowCommit(t *testing.T) {
 		t.Errorf("the transaction after a slow commit committed at once: confirmed %s, want 0/300 for an interval", got)
 	}
 	waitFor(0x400)
+}
+
+// handAcked hands s a Postgres transaction of one event, acknowledged at
+// once, committed at commit and ending at end.
+func handAcked(ctx context.Context, t *testing.T, track *checkpoint.Tracker, s Session, commit, end pglogrepl.LSN, xid uint32) {
+	t.Helper()
+	track.Begin()
+	if err := s.Enter(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.Handing(&decode.Event{CommitLSN: commit, Xid: xid})
+	seq, err := track.Reserve(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	track.Ack(seq)
+	track.Commit(end)
+	s.Leave(end)
 }
