@@ -91,8 +91,9 @@ type TxnConfig struct {
 	// could not serve yet is retried; it doubles up to 1 s. Default
 	// 100 ms (the Java producer's retry.backoff.ms and retry.backoff.max.ms).
 	// The first AddPartitions of a transaction that meets
-	// CONCURRENT_TRANSACTIONS waits 20 ms instead, as the Java producer
-	// does: the previous EndTxn is usually a few markers from done.
+	// CONCURRENT_TRANSACTIONS waits 2 ms instead, doubling up to the Java
+	// producer's 20 ms: the previous EndTxn is usually a few markers from
+	// done (concurrentPause).
 	RetryBackoff time.Duration
 	// Logger receives the state changes (coordinator found, producer id,
 	// fenced); nil: slog.Default().

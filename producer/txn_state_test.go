@@ -265,3 +265,20 @@ func TestTxnFatalStays(t *testing.T) {
 		})
 	}
 }
+
+// TestConcurrentPauseStartsShort: a transaction's first AddPartitions
+// refused with CONCURRENT_TRANSACTIONS (the last commit's markers still
+// being written) is retried after 2 ms, then 4, 8, 16 and 20 ms from then
+// on. A fixed 20 ms (the Java producer's) delayed the whole transaction
+// behind it and made exactly-once's p99 at 1,000 tx/s (docs/benchmarks.md).
+func TestConcurrentPauseStartsShort(t *testing.T) {
+	want := []time.Duration{2, 4, 8, 16, 20, 20, 20}
+	for n, w := range want {
+		if got := concurrentPause(n); got != w*time.Millisecond {
+			t.Errorf("pause before retry %d: %v, want %v", n, got, w*time.Millisecond)
+		}
+	}
+	if got := concurrentPause(1 << 20); got != concurrentBackoff {
+		t.Errorf("pause after many retries: %v, want %v", got, concurrentBackoff)
+	}
+}
