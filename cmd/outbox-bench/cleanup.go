@@ -89,10 +89,11 @@ func (b *bench) drainCleaning(ctx context.Context, policy string, n int) (cleanu
 		return res, err
 	}
 	createTopics(ctx, b.brokers, name+".order")
-	took, usage, err := b.relayUntil(ctx, name, name, end, nil, cleanupPolicies[policy]...)
+	run, err := b.relayUntil(ctx, name, name, end, nil, cleanupPolicies[policy]...)
 	if err != nil {
 		return res, err
 	}
+	took, usage := run.took, run.usage
 	after, err := b.walInsertLSN(ctx)
 	if err != nil {
 		return res, err

@@ -45,12 +45,23 @@ type drainResult struct {
 	InServerRate float64
 	// InServerRatio is RelayRate / InServerRate.
 	InServerRatio float64
-	ProduceRate   float64 // msgs/s, bare kafka-go writer
-	RelayRate     float64 // events/s, outbox-cdc from start to the slot confirming the last commit
-	Ratio         float64 // RelayRate / min(DecodeRate, ProduceRate)
-	PerEventUs    float64 // relay microseconds per event
-	PeakRSSMiB    float64 // relay peak resident memory
-	CPUPer100k    float64 // relay CPU seconds (user+system) per 100,000 events
+	// DecodeInServerRatio is DecodeRate / InServerRate: how near any
+	// client comes to the in-server decode over the replication protocol.
+	DecodeInServerRatio float64
+	// DecodeWalsender and RelayWalsender are the walsender's CPU, in cores
+	// (CPU seconds per second), while it streamed the backlog to the bare
+	// reader and to outbox-cdc: near 1, the walsender is the bottleneck.
+	DecodeWalsender, RelayWalsender float64
+	// RelayCores and BrokerCores are outbox-cdc's and the broker's CPU, in
+	// cores, during its drain: with RelayWalsender, what the drain shares
+	// the machine's cores with.
+	RelayCores, BrokerCores float64
+	ProduceRate             float64 // msgs/s, bare kafka-go writer
+	RelayRate               float64 // events/s, outbox-cdc from start to the slot confirming the last commit
+	Ratio                   float64 // RelayRate / min(DecodeRate, ProduceRate)
+	PerEventUs              float64 // relay microseconds per event
+	PeakRSSMiB              float64 // relay peak resident memory
+	CPUPer100k              float64 // relay CPU seconds (user+system) per 100,000 events
 }
 
 const outboxDDL = `(
@@ -93,11 +104,12 @@ func (b *bench) drain(ctx context.Context, n int, profile bool) (drainResult, er
 		return res, err
 	}
 
-	rows, bytes, end, took, err := b.decodeCeiling(ctx, name+"_dec", name, n)
+	dec, err := b.decodeCeiling(ctx, name+"_dec", name, n)
 	if err != nil {
 		return res, fmt.Errorf("decode ceiling: %w", err)
 	}
-	res.DecodeRate, res.DecodeMBps = float64(rows)/took.Seconds(), float64(bytes)/took.Seconds()/1e6
+	res.DecodeRate, res.DecodeMBps = float64(dec.rows)/dec.took.Seconds(), float64(dec.bytes)/dec.took.Seconds()/1e6
+	res.DecodeWalsender = dec.walsender / dec.took.Seconds()
 
 	if res.InServerRate, err = b.inServerDecode(ctx, name+"_srv", name, n); err != nil {
 		return res, fmt.Errorf("in-server decode: %w", err)
@@ -112,16 +124,19 @@ func (b *bench) drain(ctx context.Context, n int, profile bool) (drainResult, er
 	if profile && b.profile != "" {
 		env = append(env, "OUTBOX_CDC_CPUPROFILE="+b.profile)
 	}
-	took, usage, err := b.relayUntil(ctx, name, name+"_relay", end, env)
+	run, err := b.relayUntil(ctx, name, name+"_relay", dec.end, env)
 	if err != nil {
 		return res, fmt.Errorf("outbox-cdc drain: %w", err)
 	}
-	res.RelayRate = float64(n) / took.Seconds()
+	res.RelayRate = float64(n) / run.took.Seconds()
 	res.Ratio = res.RelayRate / min(res.DecodeRate, res.ProduceRate)
 	res.InServerRatio = res.RelayRate / res.InServerRate
-	res.PerEventUs = float64(took.Microseconds()) / float64(n)
-	res.PeakRSSMiB = float64(usage.Maxrss) / 1024
-	res.CPUPer100k = cpuSeconds(usage) / float64(n) * 100_000
+	res.DecodeInServerRatio = res.DecodeRate / res.InServerRate
+	res.RelayWalsender = run.walsender / run.took.Seconds()
+	res.RelayCores, res.BrokerCores = cpuSeconds(run.usage)/run.took.Seconds(), run.broker/run.took.Seconds()
+	res.PerEventUs = float64(run.took.Microseconds()) / float64(n)
+	res.PeakRSSMiB = float64(run.usage.Maxrss) / 1024
+	res.CPUPer100k = cpuSeconds(run.usage) / float64(n) * 100_000
 	return res, nil
 }
 
@@ -158,19 +173,28 @@ func (b *bench) inServerDecode(ctx context.Context, slot, publication string, wa
 	return float64(want) / took.Seconds(), nil
 }
 
+// decoded is what the bare reader read of a backlog.
+type decoded struct {
+	rows      int           // outbox INSERTs, and messages of the publication's prefix
+	bytes     int64         // pgoutput bytes received
+	end       pglogrepl.LSN // the end of the last transaction
+	took      time.Duration
+	walsender float64 // the walsender's CPU seconds meanwhile
+}
+
 // decodeCeiling streams slot with nothing but pglogrepl, counting the
 // outbox INSERTs (and messages whose prefix is the publication's name)
-// until want were seen, and returns them, the pgoutput bytes
-// received, the end LSN of the last transaction and the time taken.
-func (b *bench) decodeCeiling(ctx context.Context, slot, publication string, want int) (rows int, bytes int64, end pglogrepl.LSN, took time.Duration, err error) {
+// until want were seen.
+func (b *bench) decodeCeiling(ctx context.Context, slot, publication string, want int) (decoded, error) {
+	var d decoded
 	cfg, err := pgconn.ParseConfig(b.pgURL)
 	if err != nil {
-		return 0, 0, 0, 0, err
+		return d, err
 	}
 	cfg.RuntimeParams["replication"] = "database"
 	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return 0, 0, 0, 0, err
+		return d, err
 	}
 	defer conn.Close(context.Background())
 	began := time.Now()
@@ -178,14 +202,17 @@ func (b *bench) decodeCeiling(ctx context.Context, slot, publication string, wan
 		PluginArgs: []string{"proto_version '1'", "publication_names '" + publication + "'", "messages 'true'"},
 	})
 	if err != nil {
-		return 0, 0, 0, 0, err
+		return d, err
 	}
+	walsender := b.walsenderPID(ctx, slot)
+	walsenderBefore := procCPU(walsender)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
+	rows, bytes, end := 0, int64(0), pglogrepl.LSN(0)
 	for rows < want {
 		msg, err := conn.ReceiveMessage(ctx)
 		if err != nil {
-			return rows, bytes, end, 0, err
+			return d, err
 		}
 		cd, ok := msg.(*pgproto3.CopyData)
 		if !ok || len(cd.Data) == 0 {
@@ -200,12 +227,12 @@ func (b *bench) decodeCeiling(ctx context.Context, slot, publication string, wan
 		case pglogrepl.XLogDataByteID:
 			xld, err := pglogrepl.ParseXLogData(cd.Data[1:])
 			if err != nil {
-				return rows, bytes, end, 0, err
+				return d, err
 			}
 			bytes += int64(len(xld.WALData))
 			m, err := pglogrepl.Parse(xld.WALData)
 			if err != nil {
-				return rows, bytes, end, 0, err
+				return d, err
 			}
 			switch m := m.(type) {
 			case *pglogrepl.InsertMessage:
@@ -223,13 +250,15 @@ func (b *bench) decodeCeiling(ctx context.Context, slot, publication string, wan
 	for {
 		msg, err := conn.ReceiveMessage(ctx)
 		if err != nil {
-			return rows, bytes, end, 0, err
+			return d, err
 		}
 		if cd, ok := msg.(*pgproto3.CopyData); ok && len(cd.Data) > 0 && cd.Data[0] == pglogrepl.XLogDataByteID {
 			xld, _ := pglogrepl.ParseXLogData(cd.Data[1:])
 			if m, err := pglogrepl.Parse(xld.WALData); err == nil {
 				if c, ok := m.(*pglogrepl.CommitMessage); ok {
-					return rows, bytes, c.TransactionEndLSN, time.Since(began), nil
+					took := time.Since(began)
+					return decoded{rows: rows, bytes: bytes, end: c.TransactionEndLSN, took: took,
+						walsender: procCPU(walsender) - walsenderBefore}, nil
 				}
 			}
 		}
@@ -291,31 +320,58 @@ func (b *bench) produceCeiling(ctx context.Context, topic string, n, valueSize i
 // relayUntil runs outbox-cdc on slot with default settings until the slot
 // confirms end, then stops it with SIGTERM, and returns the time from its
 // start and its resource usage.
-func (b *bench) relayUntil(ctx context.Context, table, slot string, end pglogrepl.LSN, env []string, extra ...string) (time.Duration, *syscall.Rusage, error) {
+func (b *bench) relayUntil(ctx context.Context, table, slot string, end pglogrepl.LSN, env []string, extra ...string) (relayRun, error) {
+	var run relayRun
 	cmd := b.relayCmd(table, slot, env, extra...)
-	began := time.Now()
+	began, brokerBefore := time.Now(), procCPU(b.brokerPID)
 	if err := cmd.Start(); err != nil {
-		return 0, nil, err
+		return run, err
 	}
 	defer cmd.Process.Kill()
 	deadline := time.Now().Add(10 * time.Minute)
+	walsender := 0 // the slot's, once the relay streams
 	for {
 		var s string
-		err := b.db.QueryRow(ctx, "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&s)
+		var pid *int
+		err := b.db.QueryRow(ctx, "SELECT confirmed_flush_lsn::text, active_pid FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&s, &pid)
 		if err != nil {
-			return 0, nil, err
+			return run, err
+		}
+		if walsender == 0 && pid != nil {
+			walsender = *pid
 		}
 		if lsn, _ := pglogrepl.ParseLSN(s); lsn >= end {
 			break
 		}
 		if time.Now().After(deadline) {
-			return 0, nil, fmt.Errorf("slot %s at %s, short of %s after 10 minutes", slot, s, end)
+			return run, fmt.Errorf("slot %s at %s, short of %s after 10 minutes", slot, s, end)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	took := time.Since(began)
-	usage, err := stop(cmd)
-	return took, usage, err
+	run.took = time.Since(began)
+	run.walsender = procCPU(walsender) // a new walsender: all its CPU is this relay's
+	run.broker = procCPU(b.brokerPID) - brokerBefore
+	var err error
+	run.usage, err = stop(cmd)
+	return run, err
+}
+
+// relayRun is one outbox-cdc run until the slot confirmed a position.
+type relayRun struct {
+	took      time.Duration // from its start
+	usage     *syscall.Rusage
+	walsender float64 // CPU seconds of the walsender streaming to it
+	broker    float64 // CPU seconds of the broker meanwhile
+}
+
+// walsenderPID is the PID of the walsender streaming slot (0 when it
+// cannot be read), for its CPU.
+func (b *bench) walsenderPID(ctx context.Context, slot string) int {
+	var pid *int
+	if err := b.db.QueryRow(ctx, "SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&pid); err != nil || pid == nil {
+		return 0
+	}
+	return *pid
 }
 
 // peakRSS reads the relay's resident high-water mark (VmHWM) while it

@@ -225,16 +225,17 @@ func (b *bench) drainKind(ctx context.Context, kind string, n int) (messageDrain
 		return res, err
 	}
 	res.WALPerEvent = float64(after-before) / float64(n)
-	rows, _, end, took, err := b.decodeCeiling(ctx, name+"_dec", name, n)
+	dec, err := b.decodeCeiling(ctx, name+"_dec", name, n)
 	if err != nil {
 		return res, fmt.Errorf("decode ceiling: %w", err)
 	}
-	res.DecodeRate = float64(rows) / took.Seconds()
+	res.DecodeRate = float64(dec.rows) / dec.took.Seconds()
 	createTopics(ctx, b.brokers, name+".order")
-	took, usage, err := b.relayUntil(ctx, name, name+"_relay", end, nil, extra...)
+	run, err := b.relayUntil(ctx, name, name+"_relay", dec.end, nil, extra...)
 	if err != nil {
 		return res, fmt.Errorf("outbox-cdc: %w", err)
 	}
+	took, usage := run.took, run.usage
 	res.RelayRate = float64(n) / took.Seconds()
 	res.Ratio = res.RelayRate / res.DecodeRate
 	res.PeakRSSMiB = float64(usage.Maxrss) / 1024

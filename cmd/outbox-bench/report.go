@@ -57,6 +57,10 @@ type drainSummary struct {
 	DecodeRate, DecodeMBps, ProduceRate, RelayRate stat
 	Ratio, PerEventUs, PeakRSSMiB, CPUPer100k      stat
 	InServerRate, InServerRatio                    stat
+	DecodeInServerRatio                            stat
+	DecodeWalsender, RelayWalsender                stat
+	RelayDecodeRatio                               stat
+	RelayCores, BrokerCores                        stat
 }
 
 type latencySummary struct {
@@ -94,8 +98,14 @@ func (r *report) summarize() {
 			ProduceRate: f(func(d drainResult) float64 { return d.ProduceRate }), RelayRate: f(func(d drainResult) float64 { return d.RelayRate }),
 			Ratio: f(func(d drainResult) float64 { return d.Ratio }), PerEventUs: f(func(d drainResult) float64 { return d.PerEventUs }),
 			PeakRSSMiB: f(func(d drainResult) float64 { return d.PeakRSSMiB }), CPUPer100k: f(func(d drainResult) float64 { return d.CPUPer100k }),
-			InServerRate:  f(func(d drainResult) float64 { return d.InServerRate }),
-			InServerRatio: f(func(d drainResult) float64 { return d.InServerRatio }),
+			InServerRate:        f(func(d drainResult) float64 { return d.InServerRate }),
+			InServerRatio:       f(func(d drainResult) float64 { return d.InServerRatio }),
+			DecodeInServerRatio: f(func(d drainResult) float64 { return d.DecodeInServerRatio }),
+			DecodeWalsender:     f(func(d drainResult) float64 { return d.DecodeWalsender }),
+			RelayWalsender:      f(func(d drainResult) float64 { return d.RelayWalsender }),
+			RelayDecodeRatio:    f(func(d drainResult) float64 { return d.RelayRate / d.DecodeRate }),
+			RelayCores:          f(func(d drainResult) float64 { return d.RelayCores }),
+			BrokerCores:         f(func(d drainResult) float64 { return d.BrokerCores }),
 		})
 	}
 	type key struct{ rate, tx int }
@@ -129,6 +139,12 @@ func (r *report) print(w io.Writer) {
 	for _, d := range r.DrainSummary {
 		fmt.Fprintf(w, "| %d | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", d.N, d.PayloadBytes, d.InServerRate,
 			d.DecodeRate, d.DecodeMBps, d.ProduceRate, d.RelayRate, d.InServerRatio, d.Ratio, d.PerEventUs, d.PeakRSSMiB, d.CPUPer100k)
+	}
+	fmt.Fprintln(w, "\nWhere the drain's cores go (CPU seconds per second of each process; the walsender near 1: it is the bottleneck, and no client passes the bare reader)")
+	fmt.Fprintln(w, "| N | bare reader / in-server decode | walsender, bare reader | outbox-cdc / bare reader | walsender, outbox-cdc | outbox-cdc | broker |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+	for _, d := range r.DrainSummary {
+		fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %s | %s |\n", d.N, d.DecodeInServerRatio, d.DecodeWalsender, d.RelayDecodeRatio, d.RelayWalsender, d.RelayCores, d.BrokerCores)
 	}
 	fmt.Fprintln(w, "\nSteady-state latency, commit → receipt by a consumer (ms; Kafka timestamps have 1 ms resolution)")
 	fmt.Fprintln(w, "| rate events/s | rows/tx | achieved/s | p50 ms | p99 ms | max ms | peak RSS MiB | CPU s /100k |")
