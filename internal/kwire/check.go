@@ -25,13 +25,15 @@ func Check(key protocol.ApiKey, version int16, frame []byte) error {
 	if !ok {
 		return &MalformedError{ApiKey: key, Version: version, Err: errors.New("no response type known for this API")}
 	}
-	if err := checkFrame(a.res, version, frame); err != nil {
+	if err := checkFrame(a.res, a.resFlexibleMin, version, frame); err != nil {
 		return &MalformedError{ApiKey: key, Version: version, Err: err}
 	}
 	return nil
 }
 
-func checkFrame(res reflect.Type, version int16, frame []byte) error {
+// checkFrame walks frame as an answer of type res at version; flexible is
+// res's first flexible version (-1: none).
+func checkFrame(res reflect.Type, flexible, version int16, frame []byte) error {
 	w := &walker{b: frame}
 	size, err := w.int32()
 	if err != nil {
@@ -44,7 +46,6 @@ func checkFrame(res reflect.Type, version int16, frame []byte) error {
 	if err := w.skip(4); err != nil { // correlation id
 		return err
 	}
-	_, _, flexible := versions(res)
 	flex := flexible >= 0 && version >= flexible
 	if flex {
 		if err := w.taggedFields(nil); err != nil {
@@ -288,6 +289,7 @@ func structChecker(typ reflect.Type, version int16, flexible bool) checkFunc {
 // fit in the bytes left at one byte an element, and every element must be
 // there.
 func arrayChecker(elem reflect.Type, version int16, flexible bool) checkFunc {
+	check := checkerOf(elem, version, flexible) // kafka-go's types nest, never recur
 	return func(w *walker) error {
 		var n uint64
 		if flexible {
@@ -303,10 +305,9 @@ func arrayChecker(elem reflect.Type, version int16, flexible bool) checkFunc {
 			}
 			n = uint64(c)
 		}
-		if err := w.need(n, fmt.Sprintf("array of %d %s (one byte each at least)", n, elem)); err != nil {
-			return err
+		if n > uint64(w.left()) { // what need says, its message built only when it fails
+			return w.need(n, fmt.Sprintf("array of %d %s (one byte each at least)", n, elem))
 		}
-		check := checkerOf(elem, version, flexible)
 		for i := range n {
 			if err := check(w); err != nil {
 				return fmt.Errorf("[%d]: %w", i, err)

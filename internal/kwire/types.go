@@ -48,9 +48,13 @@ import (
 )
 
 // api is what the guard knows of one API: the Go types kafka-go encodes
-// its requests from and decodes its answers into.
+// its requests from and decodes its answers into, the versions it can
+// send, and the first flexible version of its answers (-1: none), read
+// once from their struct tags rather than at each request and answer.
 type api struct {
-	req, res reflect.Type
+	req, res       reflect.Type
+	lo, hi         int16
+	resFlexibleMin int16
 }
 
 // apis holds every API kafka-go can speak (each package registers itself
@@ -100,7 +104,10 @@ var apis = func() map[protocol.ApiKey]api {
 	}
 	m := make(map[protocol.ApiKey]api, len(pairs))
 	for _, p := range pairs {
-		m[p[0].ApiKey()] = api{req: reflect.TypeOf(p[0]).Elem(), res: reflect.TypeOf(p[1]).Elem()}
+		a := api{req: reflect.TypeOf(p[0]).Elem(), res: reflect.TypeOf(p[1]).Elem()}
+		a.lo, a.hi, _ = versions(a.req)
+		_, _, a.resFlexibleMin = versions(a.res)
+		m[p[0].ApiKey()] = a
 	}
 	return m
 }()
@@ -192,8 +199,7 @@ func requestVersions(key protocol.ApiKey) (lo, hi int16, ok bool) {
 	if !ok {
 		return 0, 0, false
 	}
-	lo, hi, _ = versions(a.req)
-	return lo, hi, true
+	return a.lo, a.hi, true
 }
 
 // split cuts s at each sep as kafka-go's forEach does: no empty last
