@@ -30,7 +30,7 @@ const concurrentBackoff = 20 * time.Millisecond
 // commit's markers are still being written, which on a healthy broker
 // takes a few milliseconds; the coordinator answers it from memory, so an
 // early retry costs it little, while a fixed 20 ms pause delayed the whole
-// next transaction behind it: at 1,000 tx/s in exactly-once, 1-3% of
+// next transaction behind it: at 1,000 tx/s in exactly-once, about 3% of
 // commits met it, and their events made the p99 (docs/benchmarks.md).
 func concurrentPause(n int) time.Duration {
 	if n >= 4 {

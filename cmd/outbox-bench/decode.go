@@ -33,11 +33,12 @@ func (b *bench) inServerDecode(ctx context.Context, slot, publication string, wa
 
 // decoded is what the bare reader read of a backlog.
 type decoded struct {
-	rows      int           // outbox INSERTs, and messages of the publication's prefix
-	bytes     int64         // pgoutput bytes received
-	end       pglogrepl.LSN // the end of the last transaction
-	took      time.Duration
-	walsender float64 // the walsender's CPU seconds meanwhile
+	rows         int           // outbox INSERTs, and messages of the publication's prefix
+	bytes        int64         // pgoutput bytes received
+	end          pglogrepl.LSN // the end of the last transaction
+	took         time.Duration
+	walsender    float64       // the walsender's CPU seconds while it streamed
+	walsenderFor time.Duration // how long that was
 }
 
 // decodeCeiling streams slot with nothing but pglogrepl, counting the
@@ -63,7 +64,7 @@ func (b *bench) decodeCeiling(ctx context.Context, slot, publication string, wan
 		return d, err
 	}
 	walsender := b.walsenderPID(ctx, slot)
-	walsenderBefore := procCPU(walsender)
+	walsenderBefore, walsenderFrom := procCPU(walsender), time.Now()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	rows, bytes, end := 0, int64(0), pglogrepl.LSN(0)
@@ -116,7 +117,7 @@ func (b *bench) decodeCeiling(ctx context.Context, slot, publication string, wan
 				if c, ok := m.(*pglogrepl.CommitMessage); ok {
 					took := time.Since(began)
 					return decoded{rows: rows, bytes: bytes, end: c.TransactionEndLSN, took: took,
-						walsender: procCPU(walsender) - walsenderBefore}, nil
+						walsender: procCPU(walsender) - walsenderBefore, walsenderFor: time.Since(walsenderFrom)}, nil
 				}
 			}
 		}

@@ -107,7 +107,7 @@ func (b *bench) drain(ctx context.Context, n int, profile bool) (drainResult, er
 		return res, fmt.Errorf("decode ceiling: %w", err)
 	}
 	res.DecodeRate, res.DecodeMBps = float64(dec.rows)/dec.took.Seconds(), float64(dec.bytes)/dec.took.Seconds()/1e6
-	res.DecodeWalsender = dec.walsender / dec.took.Seconds()
+	res.DecodeWalsender = dec.walsender / dec.walsenderFor.Seconds()
 
 	if res.InServerRate, err = b.inServerDecode(ctx, name+"_srv", name, n); err != nil {
 		return res, fmt.Errorf("in-server decode: %w", err)
@@ -130,7 +130,9 @@ func (b *bench) drain(ctx context.Context, n int, profile bool) (drainResult, er
 	res.Ratio = res.RelayRate / min(res.DecodeRate, res.ProduceRate)
 	res.InServerRatio = res.RelayRate / res.InServerRate
 	res.DecodeInServerRatio = res.DecodeRate / res.InServerRate
-	res.RelayWalsender = run.walsender / run.took.Seconds()
+	if run.walsenderFor > 0 {
+		res.RelayWalsender = run.walsender / run.walsenderFor.Seconds()
+	}
 	res.RelayCores, res.BrokerCores = cpuSeconds(run.usage)/run.took.Seconds(), run.broker/run.took.Seconds()
 	res.PerEventUs = float64(run.took.Microseconds()) / float64(n)
 	res.PeakRSSMiB = float64(run.usage.Maxrss) / 1024
@@ -215,7 +217,7 @@ func (b *bench) relayUntil(ctx context.Context, table, slot string, end pglogrep
 	}
 	defer cmd.Process.Kill()
 	deadline := time.Now().Add(10 * time.Minute)
-	walsender := 0 // the slot's, once the relay streams
+	walsender, seen := 0, time.Time{} // the slot's, once the relay streams, and when it was first seen
 	for {
 		var s string
 		var pid *int
@@ -224,7 +226,7 @@ func (b *bench) relayUntil(ctx context.Context, table, slot string, end pglogrep
 			return run, err
 		}
 		if walsender == 0 && pid != nil {
-			walsender = *pid
+			walsender, seen = *pid, time.Now()
 		}
 		if lsn, _ := pglogrepl.ParseLSN(s); lsn >= end {
 			break
@@ -236,6 +238,9 @@ func (b *bench) relayUntil(ctx context.Context, table, slot string, end pglogrep
 	}
 	run.took = time.Since(began)
 	run.walsender = procCPU(walsender) // a new walsender: all its CPU is this relay's
+	if walsender != 0 {
+		run.walsenderFor = time.Since(seen)
+	}
 	run.broker = procCPU(b.brokerPID) - brokerBefore
 	var err error
 	run.usage, err = stop(cmd)
@@ -244,10 +249,11 @@ func (b *bench) relayUntil(ctx context.Context, table, slot string, end pglogrep
 
 // relayRun is one outbox-cdc run until the slot confirmed a position.
 type relayRun struct {
-	took      time.Duration // from its start
-	usage     *syscall.Rusage
-	walsender float64 // CPU seconds of the walsender streaming to it
-	broker    float64 // CPU seconds of the broker meanwhile
+	took         time.Duration // from its start
+	usage        *syscall.Rusage
+	walsender    float64       // CPU seconds of the walsender streaming to it
+	walsenderFor time.Duration // from when the walsender was first seen
+	broker       float64       // CPU seconds of the broker meanwhile
 }
 
 // peakRSS reads the relay's resident high-water mark (VmHWM) while it

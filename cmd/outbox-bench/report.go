@@ -140,7 +140,7 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprintf(w, "| %d | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", d.N, d.PayloadBytes, d.InServerRate,
 			d.DecodeRate, d.DecodeMBps, d.ProduceRate, d.RelayRate, d.InServerRatio, d.Ratio, d.PerEventUs, d.PeakRSSMiB, d.CPUPer100k)
 	}
-	fmt.Fprintln(w, "\nWhere the drain's cores go (CPU seconds per second of each process; the walsender near 1: it is the bottleneck, and no client passes the bare reader)")
+	fmt.Fprintln(w, "\nWhere the drain's cores go (CPU seconds per second of each process; the walsender near 1 while the bare reader streams: it sends as fast as it can)")
 	fmt.Fprintln(w, "| N | bare reader / in-server decode | walsender, bare reader | outbox-cdc / bare reader | walsender, outbox-cdc | outbox-cdc | broker |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
 	for _, d := range r.DrainSummary {
