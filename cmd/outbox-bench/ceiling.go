@@ -34,12 +34,7 @@ func (b *bench) ceilingLatency(ctx context.Context, l load, d time.Duration) (ph
 	if _, err := b.db.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", name); err != nil {
 		return res, err
 	}
-	cfg, err := pgconn.ParseConfig(b.pgURL)
-	if err != nil {
-		return res, err
-	}
-	cfg.RuntimeParams["replication"] = "database"
-	conn, err := pgconn.ConnectConfig(ctx, cfg)
+	conn, err := b.replicationConn(ctx)
 	if err != nil {
 		return res, err
 	}

@@ -46,12 +46,7 @@ type decoded struct {
 // until want were seen.
 func (b *bench) decodeCeiling(ctx context.Context, slot, publication string, want int) (decoded, error) {
 	var d decoded
-	cfg, err := pgconn.ParseConfig(b.pgURL)
-	if err != nil {
-		return d, err
-	}
-	cfg.RuntimeParams["replication"] = "database"
-	conn, err := pgconn.ConnectConfig(ctx, cfg)
+	conn, err := b.replicationConn(ctx)
 	if err != nil {
 		return d, err
 	}
@@ -132,4 +127,15 @@ func (b *bench) walsenderPID(ctx context.Context, slot string) int {
 		return 0
 	}
 	return *pid
+}
+
+// replicationConn opens a logical replication connection to the bench's
+// database, for a bare reader.
+func (b *bench) replicationConn(ctx context.Context) (*pgconn.PgConn, error) {
+	cfg, err := pgconn.ParseConfig(b.pgURL)
+	if err != nil {
+		return nil, err
+	}
+	cfg.RuntimeParams["replication"] = "database"
+	return pgconn.ConnectConfig(ctx, cfg)
 }
