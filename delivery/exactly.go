@@ -243,6 +243,12 @@ func (x *exactly) commit() error {
 		x.flush(true)
 		defer x.flush(false)
 	}
+	// The checkpoint is written once the batches are acknowledged, not
+	// beside them: a broker verifying a transaction's partitions (KIP-890,
+	// Kafka 3.6 and later) answers NETWORK_EXCEPTION to the older of two
+	// produce requests of one transactional id it verifies at once, and
+	// each is retried after a pause: written concurrently, the exactly-once
+	// p99 went from 36 to 201 ms at 1,000 tx/s (docs/benchmarks.md).
 	if err := x.track.WaitAcked(ctx); err != nil {
 		return err
 	}

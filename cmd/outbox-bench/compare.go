@@ -80,7 +80,9 @@ func (b *bench) compare(ctx context.Context, contenders []contender, cfg compare
 				return fmt.Errorf("%s, round %d: %w", c.name, round+1, err)
 			}
 			rep.Phases = append(rep.Phases, ps...)
-			rep.Drains = append(rep.Drains, dr)
+			if dr.N > 0 {
+				rep.Drains = append(rep.Drains, dr)
+			}
 			if !cfg.KillDups {
 				continue
 			}
@@ -173,6 +175,9 @@ func (b *bench) compareOne(ctx context.Context, c contender, round int, loads []
 
 	if err := stopGently(cmd); err != nil {
 		return nil, dr, fmt.Errorf("stop before the backlog: %w", err)
+	}
+	if backlog == 0 { // -backlog 0: the loads only
+		return out, dr, nil
 	}
 	t := newTracker()
 	use(t)

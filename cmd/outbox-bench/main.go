@@ -78,7 +78,7 @@ func parseOptions() (options, error) {
 	flag.StringVar(&o.contenders, "contenders", "outbox-cdc,debezium", "with -compare: the relays compared: outbox-cdc (outbox-cdc+--flag=value+name:LABEL adds flags and names the variant), debezium (Kafka Connect standalone), debezium-eos (Kafka Connect distributed, exactly-once source support)")
 	flag.StringVar(&o.loads, "loads", "1000x1,3000x1,5000x1,1000x10", "with -compare: steady loads, TXPERSECxROWS")
 	flag.DurationVar(&o.phase, "phase", 20*time.Second, "with -compare: length of each steady load")
-	flag.IntVar(&o.backlog, "backlog", 100000, "with -compare: backlog drained by each relay")
+	flag.IntVar(&o.backlog, "backlog", 100000, "with -compare: backlog drained by each relay (0: none)")
 	flag.StringVar(&o.relayArgs, "relay-args", "", "with -compare: extra outbox-cdc flags, space-separated (for tuning)")
 	flag.IntVar(&o.types, "aggregate-types", 3, "with -compare: aggregate types the events are spread over, each routed to a topic of its own (3 partitions each)")
 	flag.BoolVar(&o.ceiling, "ceiling", true, "with -compare: also measure the bare reader's latency ceiling at each load")
