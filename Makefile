@@ -137,8 +137,8 @@ test-short:
 # seconds each from the committed corpora (testdata/fuzz/): the Kafka
 # response reader (internal/kwire's check before kafka-go decodes) and the
 # envelope builders. A finding is written to testdata/fuzz/ and fails.
-# The budget is a count of runs, never a duration: with a duration, Go
-# 1.26's fuzz coordinator can fail a target that found nothing, printing
+# The budget is a count of runs, never a duration: with a duration, Go's
+# fuzz coordinator before 1.27 can fail a target that found nothing, printing
 # "context deadline exceeded" as the time runs out (golang/go#75804, fixed in
 # Go 1.27); a count sets no deadline. 25,000 runs take 4-9 s here.
 FUZZTIME ?= 25000x

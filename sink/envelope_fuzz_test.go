@@ -242,7 +242,7 @@ var rowHeaderNames = []string{"traceparent", "ce_source", "CE_TYPE", "content-ty
 
 // FuzzEnvelopes drives the structured envelopes with a payload, its
 // content type, an id, a row header's name and a --max-message-bytes (from
-// 64 bytes up): go test -run '^$' -fuzz '^FuzzEnvelopes$' -fuzztime 5s ./sink/
+// 64 bytes up): go test -run '^$' -fuzz '^FuzzEnvelopes$' -fuzztime 25000x ./sink/
 // Its seed corpus is testdata/fuzz/FuzzEnvelopes.
 func FuzzEnvelopes(f *testing.F) {
 	f.Add([]byte(`{"a":[1,2.5,null],"b":{"c":"\u00e9"}}`), uint8(0), "id-1", "ce_source", uint16(400))

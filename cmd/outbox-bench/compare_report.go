@@ -133,8 +133,10 @@ func printCompare(w io.Writer, rep compareReport, names []string, loads []load) 
 				get(func(p phaseResult) float64 { return p.WalsenderUs }), reqs, per, batches, wakes, switches)
 		}
 	}
-	fmt.Fprintln(w, "\n| backlog | relay | drain events/s | relay CPU s/100k | broker CPU s/100k | peak RSS MiB |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	if len(rep.Drains) > 0 { // none with -backlog 0
+		fmt.Fprintln(w, "\n| backlog | relay | drain events/s | relay CPU s/100k | broker CPU s/100k | peak RSS MiB |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	}
 	for _, n := range names {
 		var runs []drainRun
 		for _, d := range rep.Drains {

@@ -98,6 +98,12 @@ func parseOptions() (options, error) {
 	if o.txRows, err = ints(*txRows); err != nil {
 		return o, fmt.Errorf("-tx-rows: %w", err)
 	}
+	switch {
+	case o.backlog < 0:
+		return o, fmt.Errorf("-backlog %d: want 0 or more", o.backlog)
+	case o.backlog == 0 && (o.messages || o.cleanup):
+		return o, fmt.Errorf("-backlog %d: -messages and -cleanup drain a backlog", o.backlog)
+	}
 	return o, nil
 }
 
